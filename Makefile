@@ -1,0 +1,54 @@
+# lattice_lgm — set-up, tests, demo and benchmarks.
+# `make demo` and `make test` each do the whole set-up when something is missing:
+# system libraries for CHOLMOD (apt-get, Debian), a .venv, and `pip install -e ".[gmrf,dev]"`.
+# A second run skips what is there (stamp files below).
+# LATTICE_LGM_NO_GMRF=1 skips the system libraries and scikit-sparse (the pip-only route).
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+EXTRAS := $(if $(LATTICE_LGM_NO_GMRF),dev,gmrf,dev)
+# pyfftw and numba keep separate thread pools that fight over 2 cores (DESIGN §8).
+export OMP_WAIT_POLICY ?= PASSIVE
+
+.PHONY: demo test test-slow test-all bench lint setup clean help
+
+help:
+	@echo "make demo       run the demo (sets everything up first)"
+	@echo "make test       default test tier (< 15 min)"
+	@echo "make test-slow  slow statistical tier"
+	@echo "make bench      benchmarks -> benchmarks/results/"
+	@echo "make lint       ruff"
+
+setup: $(VENV)/.installed
+
+$(VENV)/.sysdeps:
+	@if [ -z "$(LATTICE_LGM_NO_GMRF)" ]; then bash scripts/ensure_system_deps.sh; fi
+	@mkdir -p $(VENV) && touch $@
+
+$(VENV)/.installed: pyproject.toml $(VENV)/.sysdeps
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
+	@touch $@
+
+demo: setup
+	$(PY) -m lattice_lgm.demo
+
+test: setup
+	$(PY) -m pytest -m "not slow" -q
+
+test-slow: setup
+	$(PY) -m pytest -m "slow" -q
+
+test-all: setup
+	$(PY) -m pytest -q
+
+bench: setup
+	$(PY) benchmarks/perf/priors.py
+
+lint: setup
+	$(VENV)/bin/ruff check lattice_lgm tests benchmarks
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

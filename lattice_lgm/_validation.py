@@ -1,0 +1,67 @@
+"""Small argument checks shared by every module (one definition each, see STYLE §7)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .errors import InvalidParameterError, ShapeMismatchError
+
+
+def positive_float(name: str, value: float, remedy: str = "pass a finite number > 0") -> float:
+    """Return ``value`` as a float, or raise if it is NaN, infinite or not > 0."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise InvalidParameterError(
+            f"{name}={value!r} is not a number; {remedy}."
+        ) from None
+    if not np.isfinite(v) or v <= 0.0:
+        raise InvalidParameterError(f"{name}={value!r} must be finite and > 0; {remedy}.")
+    return v
+
+
+def positive_vector(
+    name: str, value: float | Sequence[float], ndim: int | None, remedy: str = "pass values > 0"
+) -> tuple[float, ...]:
+    """Broadcast a scalar or a per-axis sequence to a tuple of ``ndim`` positive floats.
+
+    With ``ndim=None`` the length of ``value`` is kept (a scalar gives a 1-tuple).
+    """
+    arr = np.atleast_1d(np.asarray(value, dtype=object))
+    if arr.ndim != 1:
+        raise InvalidParameterError(f"{name}={value!r} must be a scalar or a 1-D sequence.")
+    vals = tuple(positive_float(f"{name}[{i}]" if arr.size > 1 else name, v, remedy)
+                 for i, v in enumerate(arr))
+    if ndim is None:
+        return vals
+    if len(vals) == 1:
+        return vals * ndim
+    if len(vals) != ndim:
+        raise ShapeMismatchError(
+            f"{name}={value!r} has {len(vals)} entries but the lattice has {ndim} axes; "
+            f"pass one value or one per axis."
+        )
+    return vals
+
+
+def finite_array(name: str, x: np.ndarray, remedy: str = "remove or mask non-finite values") -> None:
+    """Raise naming the first non-finite index of ``x``."""
+    bad = ~np.isfinite(x)
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise InvalidParameterError(
+            f"{name} has a non-finite value {x[idx]!r} at index {idx}; {remedy}."
+        )
+
+
+def chain_array(name: str, x: np.ndarray, core_shape: tuple[int, ...]) -> np.ndarray:
+    """Check that ``x`` has shape ``(n_chains, *core_shape)``; return it as float64."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != len(core_shape) + 1 or x.shape[1:] != tuple(core_shape):
+        raise ShapeMismatchError(
+            f"{name} has shape {x.shape}; expected (n_chains, *{tuple(core_shape)}) — add a leading "
+            f"chain axis (x[None]) or reshape to the prior's shape."
+        )
+    return x

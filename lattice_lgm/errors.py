@@ -1,0 +1,61 @@
+"""One exception hierarchy for lattice_lgm.
+
+Every error raised on bad input is a subclass of :class:`LatticeLGMError` and its message names
+the argument, the offending value and the remedy.  Errors are raised before any heavy work
+(factorisation, FFT planning, compilation or store writes).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BackendUnavailableError",
+    "EmbeddingNotPSDError",
+    "GeographicCoordinatesError",
+    "IntrinsicPriorError",
+    "InvalidCovarianceError",
+    "InvalidParameterError",
+    "LatticeLGMError",
+    "NotPositiveDefiniteError",
+    "ParameterOutOfBoundsError",
+    "ShapeMismatchError",
+]
+
+
+class LatticeLGMError(Exception):
+    """Base class of every error lattice_lgm raises on purpose."""
+
+
+class InvalidParameterError(LatticeLGMError, ValueError):
+    """A parameter is NaN, infinite, non-positive where it must be positive, or of the wrong kind."""
+
+
+class ShapeMismatchError(LatticeLGMError, ValueError):
+    """An array's shape does not match the lattice, the prior or the number of chains."""
+
+
+class GeographicCoordinatesError(LatticeLGMError, ValueError):
+    """Coordinates are geographic (lon/lat); lengths in degrees are meaningless, project first."""
+
+
+class EmbeddingNotPSDError(LatticeLGMError, ValueError):
+    """The circulant embedding has negative eigenvalues beyond round-off up to the size cap."""
+
+
+class ParameterOutOfBoundsError(LatticeLGMError, ValueError):
+    """A hyperparameter is outside the bounds a structure was sized for (e.g. range > max_range)."""
+
+
+class NotPositiveDefiniteError(LatticeLGMError, ValueError):
+    """A precision or covariance matrix is not positive definite where it must be."""
+
+
+class InvalidCovarianceError(LatticeLGMError, ValueError):
+    """A user-supplied covariance matrix is not square, symmetric or positive semi-definite."""
+
+
+class IntrinsicPriorError(LatticeLGMError, ValueError):
+    """An operation needs |Q| or Q^{-1} of an intrinsic GMRF that has no constraints to fix it."""
+
+
+class BackendUnavailableError(LatticeLGMError, ImportError):
+    """An optional backend (e.g. scikit-sparse for CHOLMOD) is not installed."""

@@ -1,0 +1,468 @@
+"""CirculantPrior: a stationary Gaussian field on a regular lattice by circulant embedding.
+
+The lattice (the *window*) is embedded in a torus of ``M_i ≥ 2(n_i − 1)`` cells per axis whose
+covariance is the kernel at wrapped lags; its eigenvalues are the real FFT of the embedded row,
+``λ = F c`` (Dietrich & Newsam 1997; Wood & Chan 1994).  When every ``λ ≥ 0`` the torus field is
+a valid Gaussian whose restriction to the window is *exactly* N(0, K) (DESIGN §4):
+
+* ``sample`` and ``colorize`` followed by ``to_window`` are exact on the window;
+* ``solve``, ``log_det``, ``quad_form``, ``logpdf``, ``whiten`` and the surrogate operations are
+  exact for the torus state — their oracle is a dense prior with the kernel at wrapped distances.
+  Torus cells outside the window are latent variables without likelihood, so posteriors computed
+  on the torus state are exact for the window.
+
+Round-off and sizing
+--------------------
+Eigenvalues ``≥ −clip_tol·λ_max`` (default ``clip_tol = 1e-10``) are round-off — smooth kernels
+give ``λ_min ≈ −1e-16·λ_max`` at every size — and are set to 0, counted in
+:attr:`CirculantPrior.n_clipped_roundoff`.  Below that the torus is grown by a factor 1.5 per
+axis (up to ``max_padding × n_i`` per axis and ``max_cells`` in all); past the cap
+:class:`~lattice_lgm.errors.EmbeddingNotPSDError` reports the smallest eigenvalue and every size
+tried, unless ``approximate=True`` (opt-in) clips the negative eigenvalues and records it in
+:attr:`CirculantPrior.n_clipped_approximate`.  The torus is sized once, for ``max_range`` (the
+largest range the caller will ever pass to :meth:`CirculantPrior.with_params`), because the
+padding needed grows with the range; it is fixed for the prior's life.  A clipped eigenvalue
+makes the torus prior singular: ``log_det`` is then the log pseudo-determinant, ``rank`` drops,
+and ``whiten``/``solve`` use the pseudo-inverse.
+
+White state
+-----------
+``colorize(z) = irfftn(√λ · rfftn(z))`` for real white noise ``z`` on the torus (the symmetric
+square root, ``white_shape = state_shape``).  ``sample`` skips the forward FFT: it draws the
+unitary half-spectrum of real white noise directly — independent complex normals, with the bins
+of the last-axis planes 0 and M/2 (which pair up inside the half-spectrum) made Hermitian by
+``(u_k + conj u_{−k}) / √2`` — and runs one planned inverse real FFT per draw.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import scipy.fft
+
+from .._validation import positive_float, positive_vector
+from ..covariance import Covariance
+from ..errors import (
+    EmbeddingNotPSDError,
+    InvalidParameterError,
+    ParameterOutOfBoundsError,
+    ShapeMismatchError,
+)
+from ..lattice import Lattice
+from ._fft import DEFAULT_PLANNER, RealFFTPlans
+from .base import LOG_2PI, GaussianPrior, SurrogateConditional, as_rng
+
+__all__ = ["CirculantPrior", "embedding_spectrum", "torus_lags"]
+
+#: default relative tolerance under which negative eigenvalues count as round-off
+CLIP_TOL = 1e-10
+#: growth factor of the torus per attempt
+GROWTH = 1.5
+#: default cap on the torus size per axis, as a multiple of the lattice size
+MAX_PADDING = 16.0
+#: default cap on the number of torus cells (2**28 float64 = 2 GiB per field)
+MAX_CELLS = 2**28
+
+
+def _nice(m: int) -> int:
+    """Smallest 5-smooth size ≥ m (fast for FFTW and pocketfft)."""
+    return int(scipy.fft.next_fast_len(max(int(m), 1), real=True))
+
+
+def torus_lags(lattice: Lattice, torus_shape: Sequence[int]) -> list[np.ndarray]:
+    """Wrapped lags ``h_i · min(k, M_i − k)`` for ``k = 0 … M_i − 1`` per axis."""
+    out = []
+    for m, h in zip(torus_shape, lattice.spacing, strict=True):
+        k = np.arange(m)
+        out.append(h * np.minimum(k, m - k))
+    return out
+
+
+def embedding_spectrum(
+    kernel: Covariance, lattice: Lattice, torus_shape: Sequence[int], workers: int = 1
+) -> np.ndarray:
+    """Eigenvalues of the circulant embedding on the half-spectrum, shape ``half_shape``.
+
+    The embedded row is even, so the kernel is evaluated on one quadrant
+    (``k ≤ M_i/2`` per axis) and mirrored (DESIGN §4).
+    """
+    quad_lags = [h * np.arange(m // 2 + 1) for m, h in zip(torus_shape, lattice.spacing,
+                                                            strict=True)]
+    cq = kernel.from_axis_lags(quad_lags)
+    idx = [np.minimum(np.arange(m), m - np.arange(m)) for m in torus_shape]
+    row = cq[np.ix_(*idx)]
+    return scipy.fft.rfftn(row, workers=workers).real
+
+
+class CirculantPrior(GaussianPrior):
+    """Stationary Gaussian prior on a regular lattice by circulant embedding on a torus.
+
+    Parameters
+    ----------
+    lattice : Lattice
+        The window.
+    kernel : Covariance
+        A stationary covariance (per-axis ranges allowed).
+    max_range : float or tuple of float, optional
+        The largest range that :meth:`with_params` will be asked for (coordinate units, per
+        axis allowed); the torus is sized for it.  Default: the kernel's range.
+    embedding_shape : tuple of int, optional
+        Force the torus size (each ``≥ 2(n_i − 1)``); it is still checked for PSD.
+    clip_tol : float
+        Relative round-off tolerance for negative eigenvalues (default 1e-10).
+    max_padding : float
+        Cap on ``M_i / n_i`` while growing (default 16).
+    max_cells : int
+        Cap on the number of torus cells (default 2**28).
+    approximate : bool
+        Opt in to clipping negative eigenvalues past the cap (recorded, and warned about).
+    planner_effort : str
+        FFTW planner (default ``"FFTW_ESTIMATE"``: deterministic, see ``priors._fft``).
+    fft_threads : int, optional
+        FFTW threads (default: available cores).
+
+    Attributes
+    ----------
+    embedding_shape : tuple of int
+        Torus cells per axis, ``state_shape``.
+    padding : tuple of float
+        ``M_i / n_i`` per axis.
+    sized_for_range : tuple of float
+        The range the torus was sized for.
+    attempts : list of (tuple, float)
+        Each torus size tried with its ``λ_min / λ_max``.
+    n_clipped_roundoff, n_clipped_approximate : int
+        Eigenvalues (full spectrum) set to 0 as round-off / by opt-in approximation.
+
+    Examples
+    --------
+    >>> from lattice_lgm import Lattice
+    >>> from lattice_lgm.covariance import Matern
+    >>> lat = Lattice((64, 64), spacing=1 / 64)
+    >>> p = CirculantPrior(lat, Matern(1.5, range=0.2), max_range=0.5)
+    >>> p.sample(np.random.default_rng(0), 4).shape
+    (4, 64, 64)
+    """
+
+    exact_on = "torus"
+
+    def __init__(
+        self,
+        lattice: Lattice,
+        kernel: Covariance,
+        *,
+        max_range: float | Sequence[float] | None = None,
+        embedding_shape: Sequence[int] | None = None,
+        clip_tol: float = CLIP_TOL,
+        max_padding: float = MAX_PADDING,
+        max_cells: int = MAX_CELLS,
+        approximate: bool = False,
+        planner_effort: str = DEFAULT_PLANNER,
+        fft_threads: int | None = None,
+    ) -> None:
+        if not isinstance(lattice, Lattice):
+            raise InvalidParameterError(f"lattice={lattice!r} must be a lattice_lgm.Lattice.")
+        if not isinstance(kernel, Covariance):
+            raise InvalidParameterError(
+                f"kernel={kernel!r} must be a lattice_lgm.covariance.Covariance."
+            )
+        ndim = lattice.ndim
+        kernel.lengthscales_for(ndim)  # validates per-axis ranges against the lattice
+        krange = np.broadcast_to(np.asarray(kernel.range), (ndim,))
+        if max_range is None:
+            sized = tuple(float(r) for r in krange)
+        else:
+            sized = positive_vector("max_range", max_range, ndim,
+                                    "max_range is the largest range allowed, > 0")
+        if np.any(krange > np.asarray(sized) * (1 + 1e-12)):
+            raise ParameterOutOfBoundsError(
+                f"kernel range {tuple(krange)} exceeds max_range={sized}; raise max_range."
+            )
+        self.clip_tol = positive_float("clip_tol", clip_tol, "a small relative tolerance")
+        self.lattice = lattice
+        self.shape = lattice.shape
+        self.sized_for_range = sized
+        self.approximate = bool(approximate)
+        size_kernel = kernel.with_params(range=sized if ndim > 1 else sized[0])
+        self.attempts: list[tuple[tuple[int, ...], float]] = []
+        mshape = self._size(size_kernel, embedding_shape, max_padding, int(max_cells))
+        self.state_shape = self.white_shape = self.embedding_shape = mshape
+        self.padding = tuple(m / n for m, n in zip(mshape, self.shape, strict=True))
+        self._plans = RealFFTPlans(mshape, planner_effort=planner_effort, threads=fft_threads)
+        self._weights = self._plans.half_weights()
+        self._set_kernel(kernel)
+
+    # -- sizing and spectrum --------------------------------------------------------------------
+    def _spectrum(self, kernel: Covariance, mshape: Sequence[int]) -> np.ndarray:
+        return embedding_spectrum(kernel, self.lattice, mshape, workers=2)
+
+    def _size(
+        self, kernel: Covariance, forced: Sequence[int] | None, max_padding: float, max_cells: int
+    ) -> tuple[int, ...]:
+        n = self.lattice.shape
+        minimum = tuple(max(2 * (ni - 1), 1) for ni in n)
+        if forced is not None:
+            forced = tuple(int(m) for m in forced)
+            if len(forced) != len(n) or any(f < mi for f, mi in zip(forced, minimum, strict=True)):
+                raise ShapeMismatchError(
+                    f"embedding_shape={forced} must have one size per axis, each >= 2(n-1) = "
+                    f"{minimum}."
+                )
+            mshape = forced
+        else:
+            mshape = tuple(_nice(mi) for mi in minimum)
+        cap = tuple(max(int(max_padding * ni), mi) for ni, mi in zip(n, mshape, strict=True))
+        while True:
+            lam = self._spectrum(kernel, mshape)
+            ratio = float(lam.min() / lam.max())
+            self.attempts.append((mshape, ratio))
+            if ratio >= -self.clip_tol or forced is not None:
+                return mshape
+            grown = tuple(min(_nice(math.ceil(GROWTH * m)), c)
+                          for m, c in zip(mshape, cap, strict=True))
+            if grown == mshape or int(np.prod(grown)) > max_cells:
+                if self.approximate:
+                    return mshape
+                raise EmbeddingNotPSDError(
+                    f"the circulant embedding of {kernel!r} is not PSD: smallest eigenvalue "
+                    f"{ratio:.3g}·λ_max at the largest torus tried; sizes tried "
+                    f"{[a[0] for a in self.attempts]} (cap: {max_padding}× per axis, "
+                    f"{max_cells} cells). Lower max_range, use a rougher kernel or a GMRF "
+                    "prior, raise max_padding/max_cells, or opt in to approximate=True."
+                )
+            mshape = grown
+
+    def _set_kernel(self, kernel: Covariance) -> None:
+        lam = self._spectrum(kernel, self.embedding_shape)
+        lmax = float(lam.max())
+        neg = lam < 0
+        self.min_eigenvalue = float(lam.min())
+        small = neg & (lam >= -self.clip_tol * lmax)
+        big = neg & ~small
+        if big.any():
+            if not self.approximate:
+                raise EmbeddingNotPSDError(
+                    f"with {kernel!r} the torus {self.embedding_shape} (sized for range "
+                    f"{self.sized_for_range}) has eigenvalue {self.min_eigenvalue:.3g} "
+                    f"< -{self.clip_tol:g}·λ_max; build the prior with a larger max_range "
+                    "(or approximate=True to clip, recorded)."
+                )
+            warnings.warn(
+                f"CirculantPrior: clipping {int(self._weights[big].sum())} negative eigenvalues "
+                f"(smallest {self.min_eigenvalue:.3g}, {-lam[big].sum() / lam.sum():.2e} of the "
+                "trace): draws are approximate (approximate=True).",
+                stacklevel=3,
+            )
+        self.n_clipped_roundoff = int(self._weights[small].sum())
+        self.n_clipped_approximate = int(self._weights[big].sum())
+        lam = np.where(neg, 0.0, lam)
+        pos = lam > 0
+        self.kernel = kernel
+        self.eigenvalues = lam
+        self._sqrt = np.sqrt(lam)
+        self._inv = np.where(pos, 1.0 / np.where(pos, lam, 1.0), 0.0)
+        self._inv_sqrt = np.sqrt(self._inv)
+        self._rank = int(self._weights[pos].sum())
+        self._logdet = float(np.sum(self._weights[pos] * np.log(lam[pos])))
+        # sample(): u ~ N(0, 1) in both parts → unitary white half-spectrum (÷√2) → ×√(λ/M)
+        self._sample_mult = np.sqrt(lam / (2.0 * self._plans.size))
+
+    # -- protocol hooks -------------------------------------------------------------------------
+    @property
+    def params(self) -> dict[str, Any]:  # noqa: D102
+        return self.kernel.params
+
+    @property
+    def rank(self) -> int:  # noqa: D102
+        return self._rank
+
+    def _colorize(self, z: np.ndarray) -> np.ndarray:
+        return self._plans.filter(z, self._sqrt)
+
+    def _whiten(self, x: np.ndarray) -> np.ndarray:
+        return self._plans.filter(x, self._inv_sqrt)
+
+    def _solve(self, b: np.ndarray) -> np.ndarray:
+        return self._plans.filter(b, self._inv)
+
+    def _log_det(self) -> float:
+        return self._logdet
+
+    def _spectral_sum(self, xk: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        """``Σ_full weight_k |x̂_k|² / M`` per chain (Parseval on the half-spectrum)."""
+        p = (xk.real**2 + xk.imag**2) * (self._weights * weight)
+        return p.reshape(len(p), -1).sum(axis=1) / self._plans.size
+
+    def _quad_form(self, x: np.ndarray) -> np.ndarray:
+        return self._spectral_sum(self._plans.forward(x), self._inv)
+
+    def _to_window(self, x: np.ndarray) -> np.ndarray:
+        return x[(slice(None), *(slice(0, n) for n in self.shape))].copy()
+
+    def _hermitian_fix(self, buf: np.ndarray) -> None:
+        """Make the self-paired planes of a half-spectrum of iid complex normals Hermitian."""
+        for j in self._plans.hermitian_planes():
+            plane = buf[..., j]
+            rev = plane.copy()
+            for ax in range(1, plane.ndim):
+                rev = np.roll(np.flip(rev, axis=ax), 1, axis=ax)
+            buf[..., j] = (plane + np.conj(rev)) * (1.0 / math.sqrt(2.0))
+
+    def _draw_into_buffer(self, rng: np.random.Generator | Sequence[np.random.Generator],
+                          n: int) -> np.ndarray:
+        _, cplx = self._plans.buffers(n)
+        u = cplx.view(np.float64)
+        if isinstance(rng, np.random.Generator):
+            rng.standard_normal(out=u)
+        else:  # one stream per chain (DESIGN §5)
+            for i, r in enumerate(rng):
+                r.standard_normal(out=u[i])
+        self._hermitian_fix(cplx)
+        cplx *= self._sample_mult
+        return self._plans.backward_inplace(n)
+
+    def colorize_half(self, u: np.ndarray) -> np.ndarray:
+        """The linear map ``sample`` applies to its normals (exposed for tests of W Wᵀ = K).
+
+        Parameters
+        ----------
+        u : ndarray, shape (n_chains, *half_shape[:-1], 2 * half_shape[-1])
+            Real normals, read as the real/imaginary parts of the half-spectrum.
+
+        Returns
+        -------
+        ndarray, shape (n_chains, *state_shape)
+        """
+        n = len(u)
+        _, cplx = self._plans.buffers(n)
+        cplx.view(np.float64)[...] = u
+        self._hermitian_fix(cplx)
+        cplx *= self._sample_mult
+        return self._plans.backward_inplace(n).copy()
+
+    def _sample_state(self, rng: np.random.Generator, n_chains: int) -> np.ndarray:
+        return self._draw_into_buffer(rng, n_chains).copy()
+
+    def sample(
+        self, rng: np.random.Generator | int | Sequence[np.random.Generator], n_chains: int = 1
+    ) -> np.ndarray:
+        """Draw fields on the window, exactly N(0, K): one inverse real FFT per chain.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator, int, or sequence of Generator
+            A sequence gives each chain its own stream (its length must be ``n_chains``).
+        n_chains : int
+
+        Returns
+        -------
+        ndarray, shape (n_chains, *lattice.shape)
+        """
+        if isinstance(rng, (list, tuple)):
+            if len(rng) != n_chains or not all(isinstance(r, np.random.Generator) for r in rng):
+                raise InvalidParameterError(
+                    f"rng is a sequence of {len(rng)} items; give one numpy Generator per chain "
+                    f"(n_chains={n_chains})."
+                )
+            gen: Any = rng
+        else:
+            gen = as_rng(rng)
+        n = int(n_chains)
+        if n < 1:
+            raise InvalidParameterError(f"n_chains={n_chains!r} must be a positive integer.")
+        return self._to_window(self._draw_into_buffer(gen, n))
+
+    def _with_params(self, **params: Any) -> CirculantPrior:
+        kernel = self.kernel.with_params(**params)
+        kr = np.broadcast_to(np.asarray(kernel.range), (self.lattice.ndim,))
+        if np.any(kr > np.asarray(self.sized_for_range) * (1 + 1e-12)):
+            raise ParameterOutOfBoundsError(
+                f"range={tuple(kr)} exceeds the max_range={self.sized_for_range} this torus "
+                f"{self.embedding_shape} was sized for; build the prior with a larger max_range "
+                "(the range prior's upper bound)."
+            )
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)  # shares the FFT plans and the sizing record
+        new._set_kernel(kernel)
+        return new
+
+    def surrogate_spectral(self, g: np.ndarray, precision_k: np.ndarray) -> SurrogateConditional:
+        """Surrogate data with stationary noise: ``S`` diagonal in Fourier space.
+
+        ``S = F* diag(s_k) F / M`` with precisions ``p_k = 1 / s_k ≥ 0`` given on the
+        half-spectrum.  Everything stays diagonal and no division by ``λ`` occurs:
+        ``R_k = λ_k / (1 + λ_k p_k)``, ``E[f̂_k | g] = λ_k p_k / (1 + λ_k p_k) ĝ_k`` and
+        ``log N(g; 0, C + S)`` sums over bins with ``p_k > 0``.
+
+        Parameters
+        ----------
+        g : ndarray, shape (n_chains, *state_shape)
+        precision_k : ndarray, broadcastable to half_shape
+
+        Returns
+        -------
+        SurrogateConditional
+        """
+        from .._validation import chain_array, finite_array
+
+        g = chain_array("g", g, self.state_shape)
+        finite_array("g", g)
+        p = np.broadcast_to(np.asarray(precision_k, dtype=np.float64), self._plans.half_shape)
+        finite_array("precision_k", p, "precisions are finite and >= 0")
+        if np.any(p < 0):
+            raise InvalidParameterError("precision_k has negative entries; precisions are >= 0.")
+        return self._surrogate_k(g, p)
+
+    def _surrogate(self, g: np.ndarray, precision: np.ndarray) -> SurrogateConditional:
+        pi = float(precision.flat[0])
+        if np.any(precision != pi):
+            raise InvalidParameterError(
+                "CirculantPrior supports surrogate data with a scalar precision over the torus "
+                "('surr-scalar') or a per-frequency one (surrogate_spectral); site-specific S "
+                "needs a DensePrior or a GMRFPrior."
+            )
+        return self._surrogate_k(g, np.full(self._plans.half_shape, pi))
+
+    def _surrogate_k(self, g: np.ndarray, p: np.ndarray) -> SurrogateConditional:
+        lam = self.eigenvalues
+        one = 1.0 + lam * p
+        r = lam / one
+        gk = self._plans.forward(g)
+        mean = self._plans.filter(g, lam * p / one)
+        obs = p > 0
+        w = self._weights
+        # log N(g; 0, C+S) in Fourier: (C+S)_k = (1 + λ_k p_k) / p_k on observed bins.
+        quad = self._spectral_sum(gk, np.where(obs, p / one, 0.0))
+        logdet = float(np.sum(w[obs] * (np.log(one[obs]) - np.log(p[obs]))))
+        n_obs = float(w[obs].sum())
+        logm = -0.5 * (quad + logdet + n_obs * LOG_2PI)
+        sqrt_r = np.sqrt(r)
+        inv_sqrt_r = np.where(r > 0, 1.0 / np.sqrt(np.where(r > 0, r, 1.0)), 0.0)
+        plans = self._plans
+        return SurrogateConditional(
+            mean=mean, logmarginal=logm,
+            colorize=lambda eta: plans.filter(np.asarray(eta, dtype=np.float64), sqrt_r),
+            whiten=lambda x: plans.filter(np.asarray(x, dtype=np.float64), inv_sqrt_r),
+        )
+
+    # -- reporting ------------------------------------------------------------------------------
+    def torus_lattice(self) -> Lattice:
+        """The embedding torus as a Lattice (same spacing and origin; wraps at its far edge)."""
+        la = self.lattice
+        return Lattice(self.embedding_shape, la.spacing, la.origin, la.dims, la.units, la.crs)
+
+    def describe(self) -> str:  # noqa: D102
+        pad = "×".join(f"{p:.2f}" for p in self.padding)
+        return (
+            f"CirculantPrior({self.kernel!r}) on {self.shape}: torus {self.embedding_shape} "
+            f"(padding {pad}, sized for range {self.sized_for_range}); exact on the torus, draws "
+            f"exact on the window; round-off clipped {self.n_clipped_roundoff}, approximate "
+            f"{self.n_clipped_approximate}; FFTW {self._plans.planner_effort}, "
+            f"{self._plans.threads} thread(s)"
+        )
+
+    __repr__ = describe
