@@ -1,0 +1,16 @@
+"""Gaussian priors N(0, K) over lattices as operators, one backend per module.
+
+=================  ===========================================  ==============================
+backend            exact on                                     cost per draw / solve
+=================  ===========================================  ==============================
+DensePrior         its inputs (the lattice for ``from_lattice``)  O(N²) after an O(N³) factor
+CirculantPrior     the embedding torus (draws exact on window)  O(M log M), M = torus cells
+GMRFPrior          the (padded) lattice                         O(N log N) (FFT/DCT) or CHOLMOD
+=================  ===========================================  ==============================
+"""
+
+from .base import GaussianPrior, SurrogateConditional
+from .circulant import CirculantPrior
+from .dense import DensePrior
+
+__all__ = ["CirculantPrior", "DensePrior", "GaussianPrior", "SurrogateConditional"]
