@@ -46,7 +46,9 @@ def positive_vector(
     return vals
 
 
-def finite_array(name: str, x: np.ndarray, remedy: str = "remove or mask non-finite values") -> None:
+def finite_array(
+    name: str, x: np.ndarray, remedy: str = "remove or mask non-finite values"
+) -> None:
     """Raise naming the first non-finite index of ``x``."""
     bad = ~np.isfinite(x)
     if bad.any():
@@ -61,7 +63,7 @@ def chain_array(name: str, x: np.ndarray, core_shape: tuple[int, ...]) -> np.nda
     x = np.asarray(x, dtype=np.float64)
     if x.ndim != len(core_shape) + 1 or x.shape[1:] != tuple(core_shape):
         raise ShapeMismatchError(
-            f"{name} has shape {x.shape}; expected (n_chains, *{tuple(core_shape)}) — add a leading "
-            f"chain axis (x[None]) or reshape to the prior's shape."
+            f"{name} has shape {x.shape}; expected (n_chains, *{tuple(core_shape)}) — "
+            f"add a leading chain axis (x[None]) or reshape to the prior's shape."
         )
     return x

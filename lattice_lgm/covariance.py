@@ -182,7 +182,7 @@ class Covariance(ABC):
         return self.from_lags(x1[:, None, :] - x2[None, :, :])
 
     def with_params(self, **params: Any) -> Covariance:
-        """The same kernel with some hyperparameters replaced (``sd``, ``range``/``lengthscale``)."""
+        """The same kernel with some hyperparameters replaced (``sd``, ``range``, …)."""
         new = dict(self.params)
         if "lengthscale" in params:
             if "range" in params:
@@ -260,6 +260,7 @@ class Matern(Covariance):
 
     @property
     def smooth(self) -> bool:  # type: ignore[override]
+        """Whether the kernel is smooth enough to behave like the squared-exponential (ν > 5)."""
         # Spectra decaying faster than |k|^-(2 nu + d) with large nu behave like the SE's.
         return self.nu > 5.0
 

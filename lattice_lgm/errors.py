@@ -26,7 +26,7 @@ class LatticeLGMError(Exception):
 
 
 class InvalidParameterError(LatticeLGMError, ValueError):
-    """A parameter is NaN, infinite, non-positive where it must be positive, or of the wrong kind."""
+    """A parameter is NaN, infinite, non-positive where it must be positive, or of a wrong kind."""
 
 
 class ShapeMismatchError(LatticeLGMError, ValueError):

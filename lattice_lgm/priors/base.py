@@ -204,7 +204,7 @@ class GaussianPrior(ABC):
 
     @property
     def rank(self) -> int:
-        """Dimension of the support of N(0, K_state) (smaller than the state for intrinsic priors)."""
+        """Dimension of the support of N(0, K_state) (below the state size for intrinsic priors)."""
         return self.state_size
 
     def sample_state(self, rng: np.random.Generator | int, n_chains: int = 1) -> np.ndarray:

@@ -118,7 +118,7 @@ class DensePrior(GaussianPrior):
     def from_lattice(
         cls, lattice: Lattice, kernel: Covariance, *, jitter: float | str = "auto"
     ) -> DensePrior:
-        """Dense prior on a lattice's cell centres, exact on the lattice; fields ``lattice.shape``."""
+        """Dense prior on a lattice's cell centres, exact on the lattice (fields ``lat.shape``)."""
         obj = cls(lattice.cell_centers(), kernel, jitter=jitter, shape=lattice.shape)
         obj.exact_on = "lattice"
         obj.lattice = lattice
