@@ -54,7 +54,7 @@ def finite_array(
     if bad.any():
         idx = tuple(int(i) for i in np.argwhere(bad)[0])
         raise InvalidParameterError(
-            f"{name} has a non-finite value {x[idx]!r} at index {idx}; {remedy}."
+            f"{name} has a non-finite value {x[idx].item()!r} at index {idx}; {remedy}."
         )
 
 

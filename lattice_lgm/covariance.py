@@ -173,8 +173,8 @@ class Covariance(ABC):
         -------
         ndarray, shape (n1, n2)
         """
-        x1 = np.atleast_2d(np.asarray(x1, dtype=float))
-        x2 = x1 if x2 is None else np.atleast_2d(np.asarray(x2, dtype=float))
+        x1 = _as_points(x1)
+        x2 = x1 if x2 is None else _as_points(x2)
         if x1.shape[-1] != x2.shape[-1]:
             raise ShapeMismatchError(
                 f"x1 has {x1.shape[-1]} columns and x2 has {x2.shape[-1]}; both must be (n, ndim)."
@@ -184,6 +184,12 @@ class Covariance(ABC):
     def with_params(self, **params: Any) -> Covariance:
         """The same kernel with some hyperparameters replaced (``sd``, ``range``, …)."""
         new = dict(self.params)
+        unknown = sorted(set(params) - set(new) - {"lengthscale"})
+        if unknown:
+            raise InvalidParameterError(
+                f"{type(self).__name__} has no hyperparameter(s) {unknown}; it has "
+                f"{sorted({*new, 'lengthscale'})}."
+            )
         if "lengthscale" in params:
             if "range" in params:
                 raise InvalidParameterError("give range= or lengthscale=, not both.")
@@ -204,6 +210,42 @@ class Covariance(ABC):
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, tuple(sorted(map(str, self.params.items())))))
+
+
+def _as_points(x: np.ndarray) -> np.ndarray:
+    """``(n, ndim)`` points; a flat ``(n,)`` array is ``n`` points on a line (as in DensePrior)."""
+    x = np.asarray(x, dtype=float)
+    return x[:, None] if x.ndim == 1 else np.atleast_2d(x)
+
+
+def _matern_upward(nu: float, z: np.ndarray) -> np.ndarray:
+    """Matérn correlation ``g_nu(z) = z^nu K_nu(z) / (2^{nu-1} Gamma(nu))`` without overflow.
+
+    Used where ``K_nu(z)`` overflows (tiny ``z``, large ``nu``).  Starts from orders
+    ``a = nu - m - 1 ∈ (0, 1]`` and ``a + 1`` and runs the upward recurrence
+    ``g_{mu+1} = g_mu + z² / (4 mu (mu - 1)) g_{mu-1}`` (from
+    ``K_{mu+1} = K_{mu-1} + 2 mu / z K_mu``); every term is positive, so it is stable.
+    """
+    m = max(math.ceil(nu) - 2, 0)
+    a = nu - m - 1.0
+    if a <= 0.0:  # nu ≤ 1: z^nu K_nu(z) does not overflow for representable z > 0
+        m, a = 0, nu
+
+    def direct(mu: float) -> np.ndarray:
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            v = np.exp((1.0 - mu) * math.log(2.0) - special.gammaln(mu) + mu * np.log(z)
+                       + np.log(special.kve(mu, z)) - z)
+        # still overflowing only for z < 1e-150, where g = 1 to double precision
+        return np.where(np.isfinite(v), v, 1.0)
+
+    if a == nu:
+        return direct(nu)
+    g_prev, g = direct(a), direct(a + 1.0)
+    mu = a + 1.0
+    for _ in range(m):
+        g_prev, g = g, g + z * z / (4.0 * mu * (mu - 1.0)) * g_prev
+        mu += 1.0
+    return g
 
 
 class SquaredExponential(Covariance):
@@ -281,7 +323,12 @@ class Matern(Covariance):
         zp = z[pos]
         # log form: stable for large z (kve = kv * e^z) and large nu.
         logc = (1.0 - nu) * math.log(2.0) - special.gammaln(nu)
-        out[pos] = np.exp(logc + nu * np.log(zp) + np.log(special.kve(nu, zp)) - zp)
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            val = np.exp(logc + nu * np.log(zp) + np.log(special.kve(nu, zp)) - zp)
+        bad = ~np.isfinite(val)  # K_nu(z) overflowed at small z: recurrence from low orders
+        if bad.any():
+            val[bad] = _matern_upward(nu, zp[bad])
+        out[pos] = val
         return out
 
 

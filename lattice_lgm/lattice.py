@@ -108,7 +108,13 @@ class Lattice:
             self, "spacing",
             positive_vector("spacing", self.spacing, ndim, "cell sizes are lengths > 0"),
         )
-        origin = np.broadcast_to(np.asarray(self.origin, dtype=float), (ndim,))
+        origin = np.atleast_1d(np.asarray(self.origin, dtype=float))
+        if origin.ndim != 1 or origin.size not in (1, ndim):
+            raise ShapeMismatchError(
+                f"origin={self.origin!r} has {origin.size} entries but the lattice has {ndim} "
+                "axes; pass one coordinate or one per axis."
+            )
+        origin = np.broadcast_to(origin, (ndim,))
         if not np.all(np.isfinite(origin)):
             raise InvalidParameterError(f"origin={self.origin!r} must be finite coordinates.")
         object.__setattr__(self, "origin", tuple(float(o) for o in origin))
@@ -172,7 +178,13 @@ class Lattice:
 
     def padded(self, pad: Sequence[int]) -> Lattice:
         """A larger lattice with ``pad[i]`` extra cells on *each* side of axis ``i``."""
-        pad = tuple(int(p) for p in np.broadcast_to(np.asarray(pad), (self.ndim,)))
+        arr = np.atleast_1d(np.asarray(pad))
+        if arr.ndim != 1 or arr.size not in (1, self.ndim):
+            raise ShapeMismatchError(
+                f"pad={pad!r} has {arr.size} entries but the lattice has {self.ndim} axes; "
+                "pass one cell count or one per axis."
+            )
+        pad = tuple(int(p) for p in np.broadcast_to(arr, (self.ndim,)))
         return Lattice(
             shape=tuple(n + 2 * p for n, p in zip(self.shape, pad, strict=True)),
             spacing=self.spacing,

@@ -267,8 +267,8 @@ class GaussianPrior(ABC):
         if np.any(prec < 0):
             idx = tuple(int(i) for i in np.argwhere(prec < 0)[0])
             raise InvalidParameterError(
-                f"precision has a negative value {prec[idx]!r} at index {idx}; precisions are "
-                ">= 0 (0 = no information)."
+                f"precision has a negative value {prec[idx].item()!r} at index {idx}; precisions "
+                "are >= 0 (0 = no information)."
             )
         return self._surrogate(g, prec)
 

@@ -54,7 +54,7 @@ from ..errors import (
 )
 from ..lattice import Lattice
 from ._fft import DEFAULT_PLANNER, RealFFTPlans
-from .base import LOG_2PI, GaussianPrior, SurrogateConditional, as_rng
+from .base import LOG_2PI, GaussianPrior, SurrogateConditional, _n_chains, as_rng
 
 __all__ = ["CirculantPrior", "embedding_spectrum", "torus_lags"]
 
@@ -362,6 +362,7 @@ class CirculantPrior(GaussianPrior):
         -------
         ndarray, shape (n_chains, *lattice.shape)
         """
+        n = _n_chains(n_chains)
         if isinstance(rng, (list, tuple)):
             if len(rng) != n_chains or not all(isinstance(r, np.random.Generator) for r in rng):
                 raise InvalidParameterError(
@@ -371,9 +372,6 @@ class CirculantPrior(GaussianPrior):
             gen: Any = rng
         else:
             gen = as_rng(rng)
-        n = int(n_chains)
-        if n < 1:
-            raise InvalidParameterError(f"n_chains={n_chains!r} must be a positive integer.")
         return self._to_window(self._draw_into_buffer(gen, n))
 
     def _with_params(self, **params: Any) -> CirculantPrior:

@@ -155,6 +155,9 @@ class DensePrior(GaussianPrior):
                 f"cov is not positive semi-definite: smallest eigenvalue {eig[0]:.3g} "
                 f"(largest {eig[-1]:.3g}); check how it was built."
             )
+        if shape is not None and int(np.prod(shape)) != len(cov):
+            raise InvalidParameterError(f"shape={tuple(shape)} does not hold the {len(cov)} "
+                                        "variables of cov; give a shape with prod(shape) = n.")
         obj = cls.__new__(cls)
         obj.x = None
         obj.kernel = None

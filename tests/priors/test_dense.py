@@ -1,0 +1,267 @@
+"""DensePrior specifics: matrix validation, the jitter policy and input errors.
+
+The operator identities (W Wᵀ = K, solve, log_det, surrogate) are in test_conformance.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lattice_lgm import Lattice
+from lattice_lgm.covariance import Matern, SquaredExponential
+from lattice_lgm.errors import (
+    InvalidCovarianceError,
+    InvalidParameterError,
+    LatticeLGMError,
+    NotPositiveDefiniteError,
+    ShapeMismatchError,
+)
+from lattice_lgm.priors import DensePrior
+
+NAN = float("nan")
+
+
+def _spd(n: int = 5, seed: int = 0) -> np.ndarray:
+    a = np.random.default_rng(seed).standard_normal((n, n))
+    return a @ a.T + n * np.eye(n)
+
+
+# -- from_matrix validation ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cov", [np.ones((3, 4)), np.ones(5), np.ones((2, 2, 2))])
+def test_from_matrix_rejects_non_square(cov):
+    with pytest.raises(InvalidCovarianceError, match=r"cov has shape .* must be square"):
+        DensePrior.from_matrix(cov)
+
+
+@pytest.mark.parametrize("bad", [NAN, np.inf, -np.inf])
+def test_from_matrix_rejects_non_finite_naming_the_index(bad):
+    cov = _spd()
+    cov[2, 3] = cov[3, 2] = bad
+    with pytest.raises(InvalidCovarianceError, match=r"non-finite entry at \(2, 3\)"):
+        DensePrior.from_matrix(cov)
+
+
+def test_from_matrix_rejects_asymmetric_naming_the_index():
+    cov = _spd()
+    cov[1, 4] += 1e-3
+    with pytest.raises(InvalidCovarianceError,
+                       match=r"not symmetric: cov\[(1,4|4,1)\]=.* but cov\[(4,1|1,4)\]"):
+        DensePrior.from_matrix(cov)
+
+
+def test_from_matrix_symmetrises_round_off():
+    cov = _spd()
+    cov[1, 4] += 1e-14 * np.abs(cov).max()  # round-off, well under the 1e-10 tolerance
+    d = DensePrior.from_matrix(cov)
+    np.testing.assert_array_equal(d.cov, d.cov.T)
+
+
+def test_from_matrix_rejects_non_psd():
+    cov = np.diag([1.0, 2.0, -0.5, 3.0])
+    with pytest.raises(InvalidCovarianceError, match=r"not positive semi-definite: smallest "
+                       r"eigenvalue -0\.5"):
+        DensePrior.from_matrix(cov)
+
+
+def test_from_matrix_accepts_spd_and_keeps_shape():
+    cov = _spd(6)
+    d = DensePrior.from_matrix(cov, shape=(2, 3))
+    assert d.shape == d.state_shape == d.white_shape == (2, 3)
+    assert d.jitter == 0.0
+    assert d.params == {}
+    assert d.sample(np.random.default_rng(0), 4).shape == (4, 2, 3)
+
+
+def test_from_matrix_shape_must_hold_the_matrix():
+    with pytest.raises(InvalidParameterError, match=r"shape=\(3, 3\) does not hold the 4"):
+        DensePrior.from_matrix(np.eye(4), shape=(3, 3))
+
+
+def test_with_params_on_from_matrix_prior_raises():
+    d = DensePrior.from_matrix(_spd())
+    with pytest.raises(InvalidParameterError, match="built from a matrix has no hyperparameters"):
+        d.with_params(range=2.0)
+
+
+# -- jitter policy -------------------------------------------------------------------------------
+
+X60 = np.linspace(0.0, 1.0, 60)  # 60 closely spaced points: SE is numerically rank deficient
+SE = SquaredExponential(range=1.0)
+
+
+def test_auto_jitter_is_needed_and_recorded():
+    d = DensePrior(X60, SE)
+    assert d.jitter > 0.0
+    # the policy: relative steps 1e-10 … 1e-6 of the mean diagonal
+    rel = d.jitter / np.mean(np.diag(d.cov))
+    assert any(np.isclose(rel, r, rtol=1e-12) for r in (1e-10, 1e-9, 1e-8, 1e-7, 1e-6))
+    # every operation is exact for K + jitter I: the factor reproduces it
+    np.testing.assert_allclose(d.chol @ d.chol.T, d.cov + d.jitter * np.eye(60), rtol=0,
+                               atol=1e-12)
+    assert f"jitter={d.jitter:.3g}" in repr(d)
+
+
+def test_zero_jitter_on_rank_deficient_kernel_raises():
+    with pytest.raises(NotPositiveDefiniteError, match="not positive definite"):
+        DensePrior(X60, SE, jitter=0.0)
+
+
+def test_auto_jitter_is_zero_when_not_needed():
+    d = DensePrior(X60, Matern(0.5, range=0.5))
+    assert d.jitter == 0.0
+
+
+def test_explicit_jitter_is_added_exactly():
+    d = DensePrior(X60, SE, jitter=1e-6)
+    assert d.jitter == 1e-6
+    np.testing.assert_allclose(d.chol @ d.chol.T, d.cov + 1e-6 * np.eye(60), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize(("jitter", "pattern"), [(-1e-6, r"jitter=-1e-06"), (NAN, r"jitter=nan")])
+def test_invalid_jitter(jitter, pattern):
+    with pytest.raises(InvalidParameterError, match=pattern):
+        DensePrior(X60, Matern(0.5, range=0.5), jitter=jitter)
+
+
+def test_rank_one_matrix_needs_jitter():
+    cov = np.ones((4, 4))  # rank one, PSD: accepted by from_matrix, singular for Cholesky
+    d = DensePrior.from_matrix(cov)
+    assert d.jitter > 0
+    with pytest.raises(NotPositiveDefiniteError, match="jitter"):
+        DensePrior.from_matrix(cov, jitter=0.0)
+
+
+def test_auto_jitter_gives_up_past_the_cap():
+    # PSD to from_matrix's tolerance (-5e-9 ≥ -1e-8·max|eig|) but beyond the largest auto jitter,
+    # 1e-6·mean(diag) = 1e-6 · (1 - 5e-9) / 400 ≈ 2.5e-9.
+    cov = np.diag([1.0, -5e-9, *([0.0] * 398)])
+    with pytest.raises(NotPositiveDefiniteError, match=r"jitter up to 2\.5e-09"):
+        DensePrior.from_matrix(cov)
+    assert DensePrior.from_matrix(cov, jitter=1e-8).jitter == 1e-8
+
+
+# -- inputs --------------------------------------------------------------------------------------
+
+
+def test_nan_input_names_the_index():
+    x = np.random.default_rng(1).uniform(size=(6, 2))
+    x[3, 1] = NAN
+    with pytest.raises(InvalidParameterError, match=r"x has a non-finite value nan at index "
+                                                    r"\(3, 1\)"):
+        DensePrior(x, Matern(1.5, range=1.0))
+
+
+def test_bad_input_shapes_and_kernel():
+    with pytest.raises(InvalidParameterError, match=r"x has shape \(2, 3, 4\)"):
+        DensePrior(np.zeros((2, 3, 4)), Matern(1.5, range=1.0))
+    with pytest.raises(InvalidParameterError, match="is not a lattice_lgm Covariance"):
+        DensePrior(X60, lambda a, b: a @ b.T)
+    with pytest.raises(InvalidParameterError, match=r"shape=\(7, 7\) does not hold the 60"):
+        DensePrior(X60, SE, shape=(7, 7))
+
+
+def test_flat_inputs_are_points_on_a_line():
+    d = DensePrior(X60, Matern(1.5, range=0.3))
+    assert d.x.shape == (60, 1)
+    np.testing.assert_array_equal(d.cov, Matern(1.5, range=0.3)(X60[:, None]))
+
+
+def test_from_lattice_and_with_params():
+    lat = Lattice((3, 4), spacing=0.5)
+    d = DensePrior.from_lattice(lat, Matern(1.5, range=1.0, sd=2.0))
+    assert d.exact_on == "lattice" and d.lattice is lat
+    assert d.shape == (3, 4)
+    e = d.with_params(sd=0.5)
+    assert e.exact_on == "lattice" and e.lattice is lat
+    assert e.params == {"sd": 0.5, "range": 1.0, "nu": 1.5}
+    np.testing.assert_allclose(e.cov, d.cov / 16.0, rtol=1e-14)
+    assert d.params["sd"] == 2.0  # untouched
+
+
+# -- sampling arguments -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def prior():
+    return DensePrior.from_lattice(Lattice((3, 4)), Matern(1.5, range=2.0))
+
+
+@pytest.mark.parametrize(
+    "rng", [None, np.random.RandomState(0), 1.5, "seed", True], ids=repr
+)
+def test_sample_rejects_non_generator_rng(prior, rng):
+    with pytest.raises(InvalidParameterError, match=r"rng=.* must be a numpy\.random\.Generator"):
+        prior.sample(rng)
+
+
+@pytest.mark.parametrize("n", [0, -1, 2.0, True])
+def test_sample_rejects_bad_n_chains(prior, n):
+    with pytest.raises(InvalidParameterError, match=r"n_chains="):
+        prior.sample(np.random.default_rng(0), n)
+
+
+def test_int_seed_equals_generator(prior):
+    np.testing.assert_array_equal(prior.sample(3, 2), prior.sample(np.random.default_rng(3), 2))
+
+
+def test_chain_axis_errors(prior):
+    with pytest.raises(ShapeMismatchError, match=r"x has shape \(3, 4\); expected \(n_chains"):
+        prior.whiten(np.zeros((3, 4)))
+    with pytest.raises(ShapeMismatchError, match=r"b has shape \(2, 4, 3\)"):
+        prior.solve(np.zeros((2, 4, 3)))
+
+
+# -- surrogate arguments ------------------------------------------------------------------------
+
+
+def test_surrogate_rejects_negative_precision_naming_the_index(prior):
+    pi = np.ones((3, 4))
+    pi[2, 1] = -0.5
+    with pytest.raises(InvalidParameterError, match=r"negative value -0\.5 at index \(2, 1\)"):
+        prior.surrogate(np.zeros((1, 3, 4)), pi)
+
+
+@pytest.mark.parametrize("bad", [NAN, np.inf])
+def test_surrogate_rejects_non_finite_precision(prior, bad):
+    pi = np.ones((3, 4))
+    pi[0, 2] = bad
+    with pytest.raises(InvalidParameterError, match=r"precision has a non-finite value .* "
+                                                    r"index \(0, 2\)"):
+        prior.surrogate(np.zeros((1, 3, 4)), pi)
+
+
+def test_surrogate_rejects_non_finite_g(prior):
+    g = np.zeros((2, 3, 4))
+    g[1, 0, 3] = NAN
+    with pytest.raises(InvalidParameterError, match=r"g has a non-finite value nan at index "
+                                                    r"\(1, 0, 3\)"):
+        prior.surrogate(g, 1.0)
+
+
+@pytest.mark.parametrize("g_shape", [(3, 4), (2, 4, 3), (2, 12)])
+def test_surrogate_rejects_wrong_g_shape(prior, g_shape):
+    with pytest.raises(ShapeMismatchError, match=r"g has shape"):
+        prior.surrogate(np.zeros(g_shape), 1.0)
+
+
+def test_surrogate_rejects_wrong_precision_shape(prior):
+    with pytest.raises(ShapeMismatchError, match=r"precision has shape \(4, 3\)"):
+        prior.surrogate(np.zeros((1, 3, 4)), np.ones((4, 3)))
+
+
+def test_surrogate_with_no_information_is_the_prior(prior):
+    g = np.random.default_rng(2).standard_normal((2, 3, 4))
+    s = prior.surrogate(g, 0.0)
+    np.testing.assert_array_equal(s.mean, 0.0)
+    np.testing.assert_array_equal(s.logmarginal, 0.0)
+    z = np.random.default_rng(3).standard_normal((2, 3, 4))
+    np.testing.assert_allclose(s.colorize(z), prior.colorize(z), rtol=1e-12, atol=1e-12)
+
+
+def test_errors_are_lattice_lgm_errors():
+    for cls in (InvalidCovarianceError, InvalidParameterError, NotPositiveDefiniteError,
+                ShapeMismatchError):
+        assert issubclass(cls, LatticeLGMError) and issubclass(cls, ValueError)
