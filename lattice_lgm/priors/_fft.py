@@ -1,20 +1,27 @@
-"""Planned real FFTs over a batch of chains (pyfftw), made once per (torus shape, batch size).
+"""Planned real FFTs of one torus field (pyfftw), made once per torus shape.
 
-One :class:`RealFFTPlans` owns two aligned buffers per batch size — a real one ``(c, *M)`` and a
-complex half-spectrum one ``(c, *M[:-1], M[-1]//2 + 1)`` — and the forward (r2c) and backward
-(c2r) plans between them.  Plans are not thread safe (STYLE: never share a plan across threads);
-each prior and its ``with_params`` descendants share one instance within one thread.
+One :class:`RealFFTPlans` owns two aligned buffers — a real one ``M = torus_shape`` and a complex
+half-spectrum one ``(*M[:-1], M[-1]//2 + 1)`` — and the forward (r2c) and backward (c2r) plans
+between them.  Batches of chains run through the same single-field plans one chain at a time:
+FFTW picks different algorithms (and so different last bits) for different batch sizes, which
+would make a chain's draw depend on how many chains run with it (DESIGN §5).  For the fields this
+library is for (≥ 64² cells) the loop costs nothing measurable, and the buffers no longer grow
+with the number of chains.
+
+Plans are not thread safe (STYLE: never share a plan across threads); each prior and its
+``with_params`` descendants share one instance within one thread.
 
 Planning (DESIGN §5): ``FFTW_MEASURE`` picks algorithms by timing, so two fresh processes may
 produce different last bits; lattice_lgm therefore defaults to ``FFTW_ESTIMATE`` (deterministic
-plans, ≈1.3× slower per FFT here).  Pass ``planner_effort="FFTW_MEASURE"`` for speed and keep
-bitwise reproducibility by saving :func:`export_wisdom` with the run and calling
-:func:`import_wisdom` before planning on resume.
+plans; draws are bitwise identical for 1 and 2 FFT threads, tested).  Pass
+``planner_effort="FFTW_MEASURE"`` for speed and keep bitwise reproducibility by saving
+:func:`export_wisdom` with the run and calling :func:`import_wisdom` before planning on resume.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import numpy as np
 import pyfftw
@@ -46,7 +53,7 @@ def import_wisdom(wisdom: tuple[bytes, ...]) -> None:
 
 
 class RealFFTPlans:
-    """Batched real FFTs on a torus of shape ``torus_shape``.
+    """Planned real FFTs on a torus of shape ``torus_shape``, one field at a time.
 
     Parameters
     ----------
@@ -72,66 +79,89 @@ class RealFFTPlans:
         self.planner_effort = planner_effort
         self.threads = default_threads() if threads is None else int(threads)
         self.size = int(np.prod(self.torus_shape))
-        self._plans: dict[int, tuple[pyfftw.FFTW, pyfftw.FFTW]] = {}
-        axes = tuple(range(1, len(self.torus_shape) + 1))
-        self._axes = axes
+        self._fwd: pyfftw.FFTW | None = None
+        self._bwd: pyfftw.FFTW | None = None
 
-    def buffers(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """The ``(real, complex)`` work buffers for a batch of ``n`` (planned on first use)."""
-        return self._get(n)[0].input_array, self._get(n)[0].output_array
+    def _plan(self) -> tuple[pyfftw.FFTW, pyfftw.FFTW]:
+        if self._fwd is None:
+            real = pyfftw.empty_aligned(self.torus_shape, dtype=np.float64)
+            cplx = pyfftw.empty_aligned(self.half_shape, dtype=np.complex128)
+            # MEASURE overwrites the buffers while planning: plan before any data goes in.
+            self._fwd = pyfftw.FFTW(real, cplx, axes=tuple(range(real.ndim)),
+                                    direction="FFTW_FORWARD", flags=(self.planner_effort,),
+                                    threads=self.threads)
+            self._bwd = pyfftw.FFTW(cplx, real, axes=tuple(range(real.ndim)),
+                                    direction="FFTW_BACKWARD",
+                                    flags=(self.planner_effort, "FFTW_DESTROY_INPUT"),
+                                    threads=self.threads)
+        return self._fwd, self._bwd
 
-    def _get(self, n: int) -> tuple[pyfftw.FFTW, pyfftw.FFTW]:
-        plans = self._plans.get(n)
-        if plans is None:
-            real = pyfftw.empty_aligned((n, *self.torus_shape), dtype=np.float64)
-            cplx = pyfftw.empty_aligned((n, *self.half_shape), dtype=np.complex128)
-            # Planning with MEASURE overwrites the buffers: plan before any data is put in them.
-            fwd = pyfftw.FFTW(real, cplx, axes=self._axes, direction="FFTW_FORWARD",
-                              flags=(self.planner_effort,), threads=self.threads)
-            bwd = pyfftw.FFTW(cplx, real, axes=self._axes, direction="FFTW_BACKWARD",
-                              flags=(self.planner_effort, "FFTW_DESTROY_INPUT"),
-                              threads=self.threads)
-            plans = self._plans[n] = (fwd, bwd)
-        return plans
+    @property
+    def real_buffer(self) -> np.ndarray:
+        """The real work buffer, ``torus_shape`` (owned by the plans)."""
+        return self._plan()[0].input_array
 
-    def forward(self, x: np.ndarray) -> np.ndarray:
-        """Unnormalised ``rfftn`` over the torus axes; returns a new ``(n, *half_shape)`` array."""
-        fwd, _ = self._get(len(x))
-        fwd.input_array[...] = x
-        fwd.execute()
-        return fwd.output_array.copy()
+    @property
+    def complex_buffer(self) -> np.ndarray:
+        """The complex half-spectrum work buffer, ``half_shape`` (owned by the plans)."""
+        return self._plan()[0].output_array
 
-    def backward_inplace(self, n: int) -> np.ndarray:
-        """Run the unnormalised c2r transform on the complex buffer of batch ``n`` (destroyed).
-
-        Returns the real buffer (a view owned by the plan: copy what you keep).
-        """
-        _, bwd = self._get(n)
+    def execute_backward(self) -> np.ndarray:
+        """Unnormalised c2r of :attr:`complex_buffer` (destroyed) into :attr:`real_buffer`."""
+        bwd = self._plan()[1]
         bwd.execute()
         return bwd.output_array
 
-    def backward(self, xk: np.ndarray) -> np.ndarray:
-        """Unnormalised ``irfftn`` (no 1/M factor) of a Hermitian half-spectrum; new array."""
-        _, bwd = self._get(len(xk))
-        bwd.input_array[...] = xk
-        bwd.execute()
-        return bwd.output_array.copy()
-
-    def filter(self, x: np.ndarray, multiplier: np.ndarray) -> np.ndarray:
-        """``irfftn(multiplier · rfftn(x))`` (normalised) with one copy in and one out.
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        """Unnormalised ``rfftn`` of each chain's field.
 
         Parameters
         ----------
         x : ndarray, shape (n, *torus_shape)
-        multiplier : ndarray, real, broadcastable to (n, *half_shape)
+
+        Returns
+        -------
+        ndarray, shape (n, *half_shape), complex
         """
-        n = len(x)
-        fwd, bwd = self._get(n)
-        fwd.input_array[...] = x
-        fwd.execute()
-        np.multiply(fwd.output_array, multiplier * (1.0 / self.size), out=bwd.input_array)
-        bwd.execute()
-        return bwd.output_array.copy()
+        fwd, _ = self._plan()
+        out = np.empty((len(x), *self.half_shape), dtype=np.complex128)
+        for i in range(len(x)):
+            fwd.input_array[...] = x[i]
+            fwd.execute()
+            out[i] = fwd.output_array
+        return out
+
+    def filter(self, x: np.ndarray, multiplier: np.ndarray) -> np.ndarray:
+        """``F⁻¹ diag(multiplier) F x`` per chain with *unnormalised* transforms.
+
+        The multiplier carries the ``1/M`` normalisation (``M = size``), so a caller that
+        applies the same filter many times precomputes it once: ``irfftn(m · rfftn(x))`` is
+        ``filter(x, m / size)``.
+
+        Parameters
+        ----------
+        x : ndarray, shape (n, *torus_shape)
+        multiplier : ndarray, real, shape half_shape
+
+        Returns
+        -------
+        ndarray, shape (n, *torus_shape)
+        """
+        return self.map_spectrum(x, lambda xk, i: np.multiply(xk, multiplier, out=xk))
+
+    def map_spectrum(
+        self, x: np.ndarray, fn: Callable[[np.ndarray, int], object]
+    ) -> np.ndarray:
+        """Unnormalised ``F⁻¹ fn(F x[i])`` per chain; ``fn(xk, i)`` edits the spectrum in place."""
+        fwd, bwd = self._plan()
+        out = np.empty((len(x), *self.torus_shape), dtype=np.float64)
+        for i in range(len(x)):
+            fwd.input_array[...] = x[i]
+            fwd.execute()
+            fn(fwd.output_array, i)
+            bwd.execute()
+            out[i] = bwd.output_array
+        return out
 
     def half_weights(self) -> np.ndarray:
         """Multiplicity of each half-spectrum bin in the full spectrum (1 or 2), ``half_shape``."""

@@ -13,10 +13,12 @@ a valid Gaussian whose restriction to the window is *exactly* N(0, K) (DESIGN §
 
 Round-off and sizing
 --------------------
-Eigenvalues ``≥ −clip_tol·λ_max`` (default ``clip_tol = 1e-10``) are round-off — smooth kernels
-give ``λ_min ≈ −1e-16·λ_max`` at every size — and are set to 0, counted in
-:attr:`CirculantPrior.n_clipped_roundoff`.  Below that the torus is grown by a factor 1.5 per
-axis (up to ``max_padding × n_i`` per axis and ``max_cells`` in all); past the cap
+Eigenvalues with ``|λ| ≤ clip_tol·λ_max`` (default ``clip_tol = 1e-10``) are round-off — smooth
+kernels give ``λ_min ≈ −1e-16·λ_max`` at every size, and the FFT fixes any λ only to about
+``ε·λ_max`` — and are set to 0, counted in :attr:`CirculantPrior.n_clipped_roundoff` (so
+``log_det`` and ``rank`` do not depend on the FFT library's last bits).  Below
+``−clip_tol·λ_max`` the torus grows by a factor 1.5 along the axes whose wrap-around causes it
+(up to ``max_padding × n_i`` per axis and ``max_cells`` in all); past the cap
 :class:`~lattice_lgm.errors.EmbeddingNotPSDError` reports the smallest eigenvalue and every size
 tried, unless ``approximate=True`` (opt-in) clips the negative eigenvalues and records it in
 :attr:`CirculantPrior.n_clipped_approximate`.  The torus is sized once, for ``max_range`` (the
@@ -222,8 +224,7 @@ class CirculantPrior(GaussianPrior):
             self.attempts.append((mshape, ratio))
             if ratio >= -self.clip_tol or forced is not None:
                 return mshape
-            grown = tuple(min(_nice(math.ceil(GROWTH * m)), c)
-                          for m, c in zip(mshape, cap, strict=True))
+            grown = self._grow(kernel, mshape, cap)
             if grown == mshape or int(np.prod(grown)) > max_cells:
                 if self.approximate:
                     return mshape
@@ -236,13 +237,36 @@ class CirculantPrior(GaussianPrior):
                 )
             mshape = grown
 
+    def _grow(
+        self, kernel: Covariance, mshape: tuple[int, ...], cap: tuple[int, ...]
+    ) -> tuple[int, ...]:
+        """Grow the axes whose wrap-around is the culprit, ×GROWTH each, within the caps.
+
+        The negative eigenvalues come from the kernel still being non-negligible where the
+        torus wraps; the axes whose covariance at half the torus length is within a factor 10
+        of the worst one grow (all of them for an isotropic kernel on a square).
+        """
+        h = self.lattice.spacing
+        wrap = np.array([
+            abs(float(kernel.from_lags(np.eye(len(mshape))[i] * (m // 2) * h[i])))
+            for i, m in enumerate(mshape)
+        ])
+        grow = wrap >= 0.1 * wrap.max()
+        return tuple(
+            min(_nice(math.ceil(GROWTH * m)), c) if g else m
+            for m, c, g in zip(mshape, cap, grow, strict=True)
+        )
+
     def _set_kernel(self, kernel: Covariance) -> None:
         lam = self._spectrum(kernel, self.embedding_shape)
         lmax = float(lam.max())
-        neg = lam < 0
         self.min_eigenvalue = float(lam.min())
-        small = neg & (lam >= -self.clip_tol * lmax)
-        big = neg & ~small
+        # |λ| ≤ τ·λ_max is round-off: the FFT of the embedded row computes λ only to about
+        # ε·λ_max absolutely, so keeping tiny positive values would make log_det and rank
+        # depend on the FFT implementation (measured: SE, 64 cells, rank 103 vs 101).
+        small = np.abs(lam) <= self.clip_tol * lmax
+        big = lam < -self.clip_tol * lmax
+        neg = small | big
         if big.any():
             if not self.approximate:
                 raise EmbeddingNotPSDError(
@@ -263,13 +287,17 @@ class CirculantPrior(GaussianPrior):
         pos = lam > 0
         self.kernel = kernel
         self.eigenvalues = lam
-        self._sqrt = np.sqrt(lam)
-        self._inv = np.where(pos, 1.0 / np.where(pos, lam, 1.0), 0.0)
-        self._inv_sqrt = np.sqrt(self._inv)
+        # filter multipliers carry the 1/M of the unnormalised inverse FFT (see _fft.filter)
+        size = self._plans.size
+        inv = np.where(pos, 1.0 / np.where(pos, lam, 1.0), 0.0)
+        self._inv = inv
+        self._m_sqrt = np.sqrt(lam) / size
+        self._m_inv = inv / size
+        self._m_inv_sqrt = np.sqrt(inv) / size
         self._rank = int(self._weights[pos].sum())
         self._logdet = float(np.sum(self._weights[pos] * np.log(lam[pos])))
         # sample(): u ~ N(0, 1) in both parts → unitary white half-spectrum (÷√2) → ×√(λ/M)
-        self._sample_mult = np.sqrt(lam / (2.0 * self._plans.size))
+        self._sample_mult = np.sqrt(lam / (2.0 * size))
 
     # -- protocol hooks -------------------------------------------------------------------------
     @property
@@ -281,13 +309,13 @@ class CirculantPrior(GaussianPrior):
         return self._rank
 
     def _colorize(self, z: np.ndarray) -> np.ndarray:
-        return self._plans.filter(z, self._sqrt)
+        return self._plans.filter(z, self._m_sqrt)
 
     def _whiten(self, x: np.ndarray) -> np.ndarray:
-        return self._plans.filter(x, self._inv_sqrt)
+        return self._plans.filter(x, self._m_inv_sqrt)
 
     def _solve(self, b: np.ndarray) -> np.ndarray:
-        return self._plans.filter(b, self._inv)
+        return self._plans.filter(b, self._m_inv)
 
     def _log_det(self) -> float:
         return self._logdet
@@ -304,26 +332,46 @@ class CirculantPrior(GaussianPrior):
         return x[(slice(None), *(slice(0, n) for n in self.shape))].copy()
 
     def _hermitian_fix(self, buf: np.ndarray) -> None:
-        """Make the self-paired planes of a half-spectrum of iid complex normals Hermitian."""
+        """Make the self-paired planes of one half-spectrum of iid complex normals Hermitian.
+
+        Bins ``k`` and ``−k`` of the last-axis planes 0 and M/2 both lie in the half-spectrum;
+        c2r would silently drop the inconsistent part (DESIGN §4), so each pair is replaced by
+        ``(u_k + conj u_{−k}) / √2`` — complex with Re, Im ~ N(0, 1/2) for a pair, and real
+        N(0, 1) for a self-conjugate bin, exactly the unitary rfft of real white noise.
+        """
         for j in self._plans.hermitian_planes():
             plane = buf[..., j]
             rev = plane.copy()
-            for ax in range(1, plane.ndim):
+            for ax in range(plane.ndim):
                 rev = np.roll(np.flip(rev, axis=ax), 1, axis=ax)
             buf[..., j] = (plane + np.conj(rev)) * (1.0 / math.sqrt(2.0))
 
-    def _draw_into_buffer(self, rng: np.random.Generator | Sequence[np.random.Generator],
-                          n: int) -> np.ndarray:
-        _, cplx = self._plans.buffers(n)
+    def _draw(
+        self,
+        fill: Any,
+        n: int,
+        window: bool,
+    ) -> np.ndarray:
+        """Run ``fill(u, i)`` (normals for chain i into ``u``), then one c2r, per chain."""
+        plans = self._plans
+        cplx = plans.complex_buffer
         u = cplx.view(np.float64)
+        out = np.empty((n, *(self.shape if window else self.state_shape)))
+        win = tuple(slice(0, m) for m in self.shape) if window else ...
+        for i in range(n):
+            fill(u, i)
+            self._hermitian_fix(cplx)
+            cplx *= self._sample_mult
+            out[i] = plans.execute_backward()[win]
+        return out
+
+    def _draw_normals(
+        self, rng: np.random.Generator | Sequence[np.random.Generator], n: int, window: bool
+    ) -> np.ndarray:
         if isinstance(rng, np.random.Generator):
-            rng.standard_normal(out=u)
-        else:  # one stream per chain (DESIGN §5)
-            for i, r in enumerate(rng):
-                r.standard_normal(out=u[i])
-        self._hermitian_fix(cplx)
-        cplx *= self._sample_mult
-        return self._plans.backward_inplace(n)
+            # chains in order from one stream: the same numbers as one (n, …) draw
+            return self._draw(lambda u, i: rng.standard_normal(out=u), n, window)
+        return self._draw(lambda u, i: rng[i].standard_normal(out=u), n, window)  # DESIGN §5
 
     def colorize_half(self, u: np.ndarray) -> np.ndarray:
         """The linear map ``sample`` applies to its normals (exposed for tests of W Wᵀ = K).
@@ -337,15 +385,15 @@ class CirculantPrior(GaussianPrior):
         -------
         ndarray, shape (n_chains, *state_shape)
         """
-        n = len(u)
-        _, cplx = self._plans.buffers(n)
-        cplx.view(np.float64)[...] = u
-        self._hermitian_fix(cplx)
-        cplx *= self._sample_mult
-        return self._plans.backward_inplace(n).copy()
+        u = np.asarray(u, dtype=np.float64)
+
+        def fill(buf: np.ndarray, i: int) -> None:
+            buf[...] = u[i]
+
+        return self._draw(fill, len(u), window=False)
 
     def _sample_state(self, rng: np.random.Generator, n_chains: int) -> np.ndarray:
-        return self._draw_into_buffer(rng, n_chains).copy()
+        return self._draw_normals(rng, n_chains, window=False)
 
     def sample(
         self, rng: np.random.Generator | int | Sequence[np.random.Generator], n_chains: int = 1
@@ -372,7 +420,7 @@ class CirculantPrior(GaussianPrior):
             gen: Any = rng
         else:
             gen = as_rng(rng)
-        return self._to_window(self._draw_into_buffer(gen, n))
+        return self._draw_normals(gen, n, window=True)
 
     def _with_params(self, **params: Any) -> CirculantPrior:
         kernel = self.kernel.with_params(**params)
@@ -430,7 +478,8 @@ class CirculantPrior(GaussianPrior):
         one = 1.0 + lam * p
         r = lam / one
         gk = self._plans.forward(g)
-        mean = self._plans.filter(g, lam * p / one)
+        size = self._plans.size
+        mean = self._plans.filter(g, lam * p / one / size)
         obs = p > 0
         w = self._weights
         # log N(g; 0, C+S) in Fourier: (C+S)_k = (1 + λ_k p_k) / p_k on observed bins.
@@ -438,8 +487,8 @@ class CirculantPrior(GaussianPrior):
         logdet = float(np.sum(w[obs] * (np.log(one[obs]) - np.log(p[obs]))))
         n_obs = float(w[obs].sum())
         logm = -0.5 * (quad + logdet + n_obs * LOG_2PI)
-        sqrt_r = np.sqrt(r)
-        inv_sqrt_r = np.where(r > 0, 1.0 / np.sqrt(np.where(r > 0, r, 1.0)), 0.0)
+        sqrt_r = np.sqrt(r) / size
+        inv_sqrt_r = np.where(r > 0, 1.0 / np.sqrt(np.where(r > 0, r, 1.0)), 0.0) / size
         plans = self._plans
         return SurrogateConditional(
             mean=mean, logmarginal=logm,
