@@ -18,6 +18,7 @@ __all__ = [
     "NotPositiveDefiniteError",
     "ParameterOutOfBoundsError",
     "ShapeMismatchError",
+    "UnsupportedOperationError",
 ]
 
 
@@ -59,3 +60,7 @@ class IntrinsicPriorError(LatticeLGMError, ValueError):
 
 class BackendUnavailableError(LatticeLGMError, ImportError):
     """An optional backend (e.g. scikit-sparse for CHOLMOD) is not installed."""
+
+
+class UnsupportedOperationError(LatticeLGMError, NotImplementedError):
+    """The operation is not available for this model or backend at this size (says the remedy)."""

@@ -12,5 +12,6 @@ GMRFPrior          the (padded) lattice                         O(N log N) (FFT/
 from .base import GaussianPrior, SurrogateConditional
 from .circulant import CirculantPrior
 from .dense import DensePrior
+from .gmrf import GMRFPrior
 
-__all__ = ["CirculantPrior", "DensePrior", "GaussianPrior", "SurrogateConditional"]
+__all__ = ["CirculantPrior", "DensePrior", "GMRFPrior", "GaussianPrior", "SurrogateConditional"]

@@ -12,17 +12,21 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from lattice_lgm.priors import DensePrior
+from lattice_lgm.priors import DensePrior, _cholmod
 
 from .cases import Case, all_cases
 
 CASES = all_cases()
 INVERTIBLE = [c for c in CASES if c.invertible]
 RTOL = 1e-8
+_NO_CHOLMOD = pytest.mark.skipif(not _cholmod.available(),
+                                 reason="needs scikit-sparse (pip install 'lattice-lgm[gmrf]')")
 
 
-def _ids(cases):
-    return [c.id for c in cases]
+def _params(cases):
+    """Cases as pytest params; CHOLMOD cases are reported as skipped where it is missing."""
+    return [pytest.param(c, id=c.id, marks=[_NO_CHOLMOD] if c.extra.get("needs_cholmod") else [])
+            for c in cases]
 
 
 def _close(a, b, rtol=RTOL):
@@ -43,12 +47,12 @@ def _matrix_of(fn, prior, shape_in):
     return out.reshape(n, -1).T
 
 
-@pytest.fixture(params=CASES, ids=_ids(CASES))
+@pytest.fixture(params=_params(CASES))
 def case(request) -> Case:
     return request.param
 
 
-@pytest.fixture(params=INVERTIBLE, ids=_ids(INVERTIBLE))
+@pytest.fixture(params=_params(INVERTIBLE))
 def icase(request) -> Case:
     return request.param
 
