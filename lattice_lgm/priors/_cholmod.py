@@ -68,7 +68,12 @@ class SymbolicFactor:
     mode : {"supernodal", "simplicial", "auto"}
         CHOLMOD factorisation mode (supernodal uses BLAS; DESIGN §8).
     ordering : str
-        CHOLMOD ordering method ("default" tries AMD and, if the fill is large, METIS).
+        CHOLMOD ordering method, default ``"nesdis"`` (CHOLMOD's nested dissection).  Lattice
+        precisions are grid graphs, for which nested dissection is the classical optimal-fill
+        ordering; measured here on the 5-point SPDE operator at 1024²: analyse 7.5 s once, then
+        refactor 2.3 s and a solve 141 ms, against 0.8 s / 3.75 s / 208 ms for CHOLMOD's
+        ``"default"`` (AMD) — the analysis is paid once per run, refactors and solves every
+        step.  ``"default"``, ``"amd"`` and ``"metis"`` are accepted.
 
     Attributes
     ----------
@@ -79,7 +84,7 @@ class SymbolicFactor:
 
     n_analyses = 0
 
-    def __init__(self, pattern, *, mode: str = "supernodal", ordering: str = "default") -> None:
+    def __init__(self, pattern, *, mode: str = "supernodal", ordering: str = "nesdis") -> None:
         require("a sparse Cholesky factorisation")
         pattern = _canonical_csc(pattern)
         self.n = pattern.shape[0]
