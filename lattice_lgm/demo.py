@@ -11,23 +11,28 @@ Run ``python -m lattice_lgm.demo --help`` for options.
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 import numpy as np
 
 from . import Lattice, __version__
+from ._timing import median_time, timed
 from .covariance import Matern
 from .priors import CirculantPrior, GMRFPrior
 
 
-def _median(fn, repeats: int = 5) -> float:
-    ts = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return float(np.median(ts))
+def _run_backend(name: str, build, rng: np.random.Generator, chains: int) -> tuple:
+    """Build a prior, draw ``chains`` fields and time it, printing one report.
+
+    Returns ``(fields, median draw seconds)``.
+    """
+    prior, t_build = timed(build)
+    fields, t_first = timed(lambda: prior.sample(rng, chains))
+    t_draw = median_time(lambda: prior.sample(rng, chains), 5)
+    print(f"[{name}] {prior.describe()}")
+    print(f"{'':{len(name) + 3}}build {t_build:.2f} s, first draw {t_first:.2f} s (plans, "
+          f"buffers), draw of {chains} fields {t_draw * 1e3:.0f} ms (median of 5)")
+    return fields, t_draw
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,33 +56,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Matérn ν=1, range {args.range:g} m (= {args.range / lat.spacing[0]:.0f} cells), "
           f"sd {args.sd:g}; {args.chains} fields per backend, seed {args.seed}\n")
     rng = np.random.default_rng(args.seed)
+    kernel = Matern(1.0, sd=args.sd, range=args.range)
     results = {}
-
-    t = time.perf_counter()
-    circ = CirculantPrior(lat, Matern(1.0, sd=args.sd, range=args.range),
-                          max_range=2 * args.range)
-    t_build = time.perf_counter() - t
-    t = time.perf_counter()
-    fields_c = circ.sample(rng, args.chains)
-    t_first = time.perf_counter() - t
-    t_draw = _median(lambda: circ.sample(rng, args.chains))
-    results["circulant"] = fields_c
-    print(f"[circulant] {circ.describe()}")
-    print(f"            build {t_build:.2f} s, first draw (plans FFTs) {t_first:.2f} s, "
-          f"draw of {args.chains} fields {t_draw * 1e3:.0f} ms (median of 5)")
-
-    t = time.perf_counter()
-    gm = GMRFPrior.matern(lat, sd=args.sd, range=args.range, alpha=2)
-    t_build = time.perf_counter() - t
-    t = time.perf_counter()
-    fields_g = gm.sample(rng, args.chains)
-    t_first = time.perf_counter() - t
-    t_draw_g = _median(lambda: gm.sample(rng, args.chains))
-    results["gmrf"] = fields_g
-    print(f"[gmrf]      {gm.describe()}")
-    print(f"            build {t_build:.2f} s, first draw {t_first:.2f} s, "
-          f"draw of {args.chains} fields {t_draw_g * 1e3:.0f} ms (median of 5)")
-    print(f"            GMRF / circulant draw time: {t_draw_g / t_draw:.2f}\n")
+    results["circulant"], t_circ = _run_backend(
+        "circulant", lambda: CirculantPrior(lat, kernel, max_range=2 * args.range), rng,
+        args.chains)
+    results["gmrf"], t_gmrf = _run_backend(
+        "gmrf", lambda: GMRFPrior.matern(lat, sd=args.sd, range=args.range, alpha=2), rng,
+        args.chains)
+    print(f"GMRF / circulant draw time: {t_gmrf / t_circ:.2f}\n")
 
     for name, f in results.items():
         v = f.var(axis=(1, 2)).mean()

@@ -41,15 +41,6 @@ DENSE_SIDES = (32, 64, 90)  # N = 1024, 4096, 8100 (dense up to N = 8192)
 CHOLMOD_MAX = 1024
 
 
-def _median_time(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return float(np.median(times))
-
-
 def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
@@ -57,6 +48,7 @@ def _rss_mb() -> float:
 # -- one case (child process) -------------------------------------------------------------------
 def run_one(backend: str, n: int, repeats: int) -> dict:
     from lattice_lgm import Lattice
+    from lattice_lgm._timing import median_time
     from lattice_lgm.covariance import Matern
     from lattice_lgm.priors import CirculantPrior, DensePrior, GMRFPrior
 
@@ -90,9 +82,9 @@ def run_one(backend: str, n: int, repeats: int) -> dict:
     t = time.perf_counter()
     prior.sample(rng, N_CHAINS)  # first draw plans FFTs / allocates buffers
     out["first_draw_s"] = time.perf_counter() - t
-    out["draw_s"] = _median_time(lambda: prior.sample(rng, N_CHAINS), repeats)
-    out["draw_1chain_s"] = _median_time(lambda: prior.sample(rng, 1), repeats)
-    out["log_det_s"] = _median_time(prior.log_det, repeats)
+    out["draw_s"] = median_time(lambda: prior.sample(rng, N_CHAINS), repeats)
+    out["draw_1chain_s"] = median_time(lambda: prior.sample(rng, 1), repeats)
+    out["log_det_s"] = median_time(prior.log_det, repeats)
     # Two values that both differ from the prior's own: a backend may (rightly) skip the
     # refactorisation when the range is unchanged, and that must not be timed as a refactor.
     flip = [new, {k: 0.5 * (v + prior.params[k]) for k, v in new.items()}]
@@ -102,7 +94,7 @@ def run_one(backend: str, n: int, repeats: int) -> dict:
         state["i"] ^= 1
         prior.with_params(**flip[state["i"]])
 
-    out["with_params_s"] = _median_time(reparam, max(2, repeats // 2 + 1))
+    out["with_params_s"] = median_time(reparam, max(2, repeats // 2 + 1))
     if backend == "circulant":
         plans = prior._plans
         u = plans.complex_buffer.view(np.float64)
@@ -112,7 +104,7 @@ def run_one(backend: str, n: int, repeats: int) -> dict:
                 rng.standard_normal(out=u)
                 plans.execute_backward()
 
-        out["floor_s"] = _median_time(floor, repeats)
+        out["floor_s"] = median_time(floor, repeats)
         out["embedding_shape"] = list(prior.embedding_shape)
     out["base_rss_mb"] = base_rss
     out["peak_rss_mb"] = _rss_mb()

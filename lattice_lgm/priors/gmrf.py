@@ -76,7 +76,6 @@ coefficient grid, ``Π`` site precisions.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -107,7 +106,7 @@ from ._spde import (
 )
 from .base import LOG_2PI, GaussianPrior, SurrogateConditional
 
-__all__ = ["GMRFPrior", "benchmark_matern"]
+__all__ = ["GMRFPrior"]
 
 _ALPHAS = {1: (1, 2), 2: (2,), 3: (2,)}
 _BOUNDARIES = ("neumann", "periodic")
@@ -1251,52 +1250,3 @@ def _rho(rho: Any) -> float:
             "definite); rho = 1 is the intrinsic model GMRFPrior.icar."
         )
     return r
-
-
-# ================================================================================================
-# benchmark entry point
-# ================================================================================================
-def benchmark_matern(
-    n: int = 1024,
-    *,
-    solver: str = "spectral",
-    range: float = 0.1,
-    pad: int | None = None,
-    n_chains: Sequence[int] = (1, 4),
-    repeats: int = 5,
-    seed: int = 0,
-) -> dict[str, float]:
-    """Median timings (seconds) of the Matérn α = 2 Neumann prior on an ``n × n`` unit square.
-
-    Spacing ``1/n``; ``pad=None`` is the default padding (one range per side).  Returns a
-    dict with ``build``, ``draw_<c>`` for each chain count (``sample``, window fields) and
-    ``with_params`` (alternating ``range`` and ``0.9 range``: a CHOLMOD refactorisation reusing
-    the symbolic analysis, or a new spectrum), plus ``state_cells``.
-
-    Examples
-    --------
-    >>> t = benchmark_matern(64, repeats=1)
-    >>> sorted(t)
-    ['build', 'draw_1', 'draw_4', 'state_cells', 'with_params']
-    """
-    lat = Lattice((n, n), spacing=1.0 / n)
-    rng = np.random.default_rng(seed)
-    t = time.perf_counter()
-    prior = GMRFPrior.matern(lat, sd=1.0, range=range, alpha=2, solver=solver, pad=pad)
-    out: dict[str, float] = {"build": time.perf_counter() - t,
-                             "state_cells": float(prior.state_size)}
-    prior.sample(rng, 1)
-
-    def med(fn) -> float:
-        ts = []
-        for _ in [None] * repeats:
-            t0 = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - t0)
-        return float(np.median(ts))
-
-    for c in n_chains:
-        out[f"draw_{c}"] = med(lambda c=c: prior.sample(rng, c))
-    flip = iter([0.9 * range, range] * repeats)
-    out["with_params"] = med(lambda: prior.with_params(range=next(flip)))
-    return out

@@ -28,7 +28,6 @@ from lattice_lgm.errors import (
     UnsupportedOperationError,
 )
 from lattice_lgm.priors import DensePrior, GMRFPrior, _cholmod
-from lattice_lgm.priors.gmrf import benchmark_matern
 
 from .cases_gmrf import (
     dense_graph,
@@ -526,12 +525,6 @@ def test_describe_and_repr():
     i = GMRFPrior.icar(Lattice((5, 5)), sd=1.0)
     assert "rank 24/25" in i.describe() and "Sørbye" in i.describe()
     assert "UNconstrained" in GMRFPrior.rw1(Lattice((6,)), constrained=False).describe()
-
-
-def test_benchmark_hook_runs():
-    out = benchmark_matern(16, solver="spectral", range=0.2, n_chains=(1, 2), repeats=1)
-    assert {"build", "draw_1", "draw_2", "with_params", "state_cells"} <= set(out)
-    assert out["state_cells"] >= 16 * 16
 
 
 # =================================================================================================
