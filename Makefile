@@ -8,8 +8,8 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 EXTRAS := $(if $(LATTICE_LGM_NO_GMRF),dev,gmrf,dev)
-# pyfftw and numba keep separate thread pools that fight over 2 cores (DESIGN §8).
-export OMP_WAIT_POLICY ?= PASSIVE
+# OMP_WAIT_POLICY is left alone: PASSIVE (DESIGN §8, for numba + FFTW pools competing) made
+# FFTs of tori up to 512² 1.3-3x slower here while no numba pool runs (docs/architecture.md).
 
 .PHONY: demo test test-slow test-all bench lint setup clean help
 
