@@ -461,6 +461,18 @@ class CirculantPrior(GaussianPrior):
         finite_array("precision_k", p, "precisions are finite and >= 0")
         if np.any(p < 0):
             raise InvalidParameterError("precision_k has negative entries; precisions are >= 0.")
+        # S must be a real symmetric circulant: p_k = p_{-k} where both lie in the half-spectrum
+        for jj in self._plans.hermitian_planes():
+            plane = p[..., jj]
+            rev = plane
+            for ax in range(plane.ndim):
+                rev = np.roll(np.flip(rev, axis=ax), 1, axis=ax)
+            if not np.allclose(plane, rev, rtol=1e-12, atol=0.0):
+                raise InvalidParameterError(
+                    f"precision_k is not even on the last-axis plane {jj}: p_k != p_(-k), so S "
+                    "would not be a real symmetric matrix; build it from an even function of "
+                    "the frequency (e.g. of prior.eigenvalues)."
+                )
         return self._surrogate_k(g, p)
 
     def _surrogate(self, g: np.ndarray, precision: np.ndarray) -> SurrogateConditional:

@@ -418,6 +418,44 @@ def test_site_specific_surrogate_is_refused():
         p.surrogate_spectral(np.zeros((1, *p.state_shape)), -1.0)
 
 
+@pytest.mark.parametrize("shape,embedding", [((6, 5), None), ((6, 5), (11, 9)), ((9,), (17,))])
+def test_spectral_surrogate_against_dense_formulas(shape, embedding):
+    """Stationary surrogate noise S = F* diag(s_k) F / M against dense algebra on the torus."""
+    from scipy import stats
+
+    from .cases import torus_covariance
+
+    lat = Lattice(shape, spacing=0.5)
+    k = Matern(1.5, range=1.5, sd=1.2)
+    p = CirculantPrior(lat, k, embedding_shape=embedding)
+    m = p.embedding_shape
+    s_k = 0.3 + p.eigenvalues / p.eigenvalues.max()  # an even, positive noise spectrum
+    row = np.fft.irfftn(s_k, s=m, axes=tuple(range(len(m))))  # first row of the circulant S
+    idx = np.stack([g.ravel() for g in np.meshgrid(*[np.arange(n) for n in m], indexing="ij")], -1)
+    lag = (idx[None, :, :] - idx[:, None, :]) % np.asarray(m)
+    smat = row[tuple(lag[..., a] for a in range(len(m)))]
+    c = torus_covariance(lat, k, m)
+    g = np.random.default_rng(9).standard_normal((2, *m))
+    sur = p.surrogate_spectral(g, 1.0 / s_k)
+    r = np.linalg.inv(np.linalg.inv(c) + np.linalg.inv(smat))
+    mean = (r @ np.linalg.solve(smat, g.reshape(2, -1).T)).T
+    np.testing.assert_allclose(sur.mean.reshape(2, -1), mean, atol=1e-9)
+    ref = stats.multivariate_normal(np.zeros(len(c)), c + smat).logpdf(g.reshape(2, -1))
+    np.testing.assert_allclose(sur.logmarginal, ref, rtol=1e-10)
+    n = int(np.prod(m))
+    w = sur.colorize(np.eye(n).reshape(n, *m)).reshape(n, n).T
+    np.testing.assert_allclose(w @ w.T, r, atol=1e-9)
+    np.testing.assert_allclose(sur.whiten(sur.colorize(g)), g, atol=1e-9)
+
+
+def test_spectral_surrogate_refuses_an_uneven_spectrum():
+    p = CirculantPrior(Lattice((6, 5)), Matern(1.5, range=2.0))
+    prec = np.ones(p.eigenvalues.shape)
+    prec[1, 0] = 2.0  # its partner (-1 mod M, 0) keeps 1.0: S would not be symmetric
+    with pytest.raises(InvalidParameterError, match="not even"):
+        p.surrogate_spectral(np.zeros((1, *p.state_shape)), prec)
+
+
 def test_describe_reports_torus_and_sizing():
     p = CirculantPrior(Lattice((16, 16)), Matern(1.5, range=4.0), max_range=16.0)
     d = p.describe()
