@@ -5,9 +5,13 @@
 # LATTICE_LGM_NO_GMRF=1 skips the system libraries and scikit-sparse (the pip-only route).
 
 PYTHON ?= python3
+comma  := ,
 VENV   := .venv
 PY     := $(VENV)/bin/python
 EXTRAS := $(if $(LATTICE_LGM_NO_GMRF),dev,gmrf,dev)
+# stamps are keyed by route, so a pip-only set-up does not stop a later full one
+SYSDEPS := $(if $(LATTICE_LGM_NO_GMRF),,$(VENV)/.sysdeps)
+INSTALLED := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 # OMP_WAIT_POLICY is left alone: PASSIVE (DESIGN §8, for numba + FFTW pools competing) made
 # FFTs of tori up to 512² 1.3-3x slower here while no numba pool runs (docs/architecture.md).
 
@@ -20,13 +24,13 @@ help:
 	@echo "make bench      benchmarks -> benchmarks/results/"
 	@echo "make lint       ruff"
 
-setup: $(VENV)/.installed
+setup: $(INSTALLED)
 
 $(VENV)/.sysdeps:
-	@if [ -z "$(LATTICE_LGM_NO_GMRF)" ]; then bash scripts/ensure_system_deps.sh; fi
+	bash scripts/ensure_system_deps.sh
 	@mkdir -p $(VENV) && touch $@
 
-$(VENV)/.installed: pyproject.toml $(VENV)/.sysdeps
+$(INSTALLED): pyproject.toml $(SYSDEPS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
