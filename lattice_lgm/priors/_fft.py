@@ -131,6 +131,28 @@ class RealFFTPlans:
             out[i] = fwd.output_array
         return out
 
+    def backward(self, xk: np.ndarray, multiplier: np.ndarray) -> np.ndarray:
+        """Unnormalised ``F⁻¹ (multiplier · x̂)`` per chain from given half-spectra.
+
+        For callers that already hold ``F x`` (it saves the forward FFT of :meth:`filter`).
+
+        Parameters
+        ----------
+        xk : ndarray, shape (n, *half_shape), complex
+        multiplier : ndarray, real, shape half_shape (carrying the 1/M normalisation)
+
+        Returns
+        -------
+        ndarray, shape (n, *torus_shape)
+        """
+        _, bwd = self._plan()
+        out = np.empty((len(xk), *self.torus_shape), dtype=np.float64)
+        for i in range(len(xk)):
+            np.multiply(xk[i], multiplier, out=bwd.input_array)
+            bwd.execute()
+            out[i] = bwd.output_array
+        return out
+
     def filter(self, x: np.ndarray, multiplier: np.ndarray) -> np.ndarray:
         """``F⁻¹ diag(multiplier) F x`` per chain with *unnormalised* transforms.
 

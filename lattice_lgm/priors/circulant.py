@@ -489,9 +489,9 @@ class CirculantPrior(GaussianPrior):
         lam = self.eigenvalues
         one = 1.0 + lam * p
         r = lam / one
-        gk = self._plans.forward(g)
+        gk = self._plans.forward(g)  # one forward FFT serves the mean and the marginal
         size = self._plans.size
-        mean = self._plans.filter(g, lam * p / one / size)
+        mean = self._plans.backward(gk, lam * p / one / size)
         obs = p > 0
         w = self._weights
         # log N(g; 0, C+S) in Fourier: (C+S)_k = (1 + λ_k p_k) / p_k on observed bins.
