@@ -291,6 +291,7 @@ class _SpectralEngine:
         self.white_shape = basis.shape
         self._sparse_q = sparse_q
         self._isq = None
+        self._sq = None
         self._isq_full = None
 
     def _inv_sqrt(self, q: np.ndarray) -> np.ndarray:
@@ -309,8 +310,14 @@ class _SpectralEngine:
             return self.basis.inverse(z * self.inv_sqrt_q, overwrite=True)
         return self.basis.inverse(self.basis.forward(z) * self.inv_sqrt_q, overwrite=True)
 
+    @property
+    def sqrt_q(self) -> np.ndarray:
+        if self._sq is None:
+            self._sq = np.sqrt(self.q)
+        return self._sq
+
     def whiten(self, x: np.ndarray) -> np.ndarray:
-        sq = np.sqrt(self.q)
+        sq = self.sqrt_q
         if self.basis.boundary == "neumann":
             return self.basis.forward(x) * sq
         return self.basis.inverse(self.basis.forward(x) * sq, overwrite=True)
