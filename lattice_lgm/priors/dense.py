@@ -50,6 +50,22 @@ def _cholesky(k: np.ndarray, jitter: float | str, what: str) -> tuple[np.ndarray
     )
 
 
+def _lattice_covariance(lattice: Lattice, kernel: Covariance) -> np.ndarray:
+    """``K[(i), (j)] = k(h ⊙ |i − j|)`` for C-ordered lattice cells, shape ``(N, N)``."""
+    shape = lattice.shape
+    d = len(shape)
+    per_lag = kernel.from_axis_lags([h * np.arange(n) for n, h in
+                                     zip(shape, lattice.spacing, strict=True)])
+    index = []
+    for a, n in enumerate(shape):
+        lag = np.abs(np.arange(n)[:, None] - np.arange(n)[None, :])
+        broadcast = [1] * (2 * d)
+        broadcast[a] = broadcast[d + a] = n
+        index.append(lag.reshape(broadcast))
+    n_cells = lattice.size
+    return per_lag[tuple(index)].reshape(n_cells, n_cells)
+
+
 class DensePrior(GaussianPrior):
     """Gaussian prior with a dense covariance matrix and LAPACK Cholesky.
 
@@ -118,10 +134,25 @@ class DensePrior(GaussianPrior):
     def from_lattice(
         cls, lattice: Lattice, kernel: Covariance, *, jitter: float | str = "auto"
     ) -> DensePrior:
-        """Dense prior on a lattice's cell centres, exact on the lattice (fields ``lat.shape``)."""
-        obj = cls(lattice.cell_centers(), kernel, jitter=jitter, shape=lattice.shape)
+        """Dense prior on a lattice's cell centres, exact on the lattice (fields ``lat.shape``).
+
+        The covariance of a stationary kernel on a lattice is multilevel Toeplitz: the kernel is
+        evaluated once per distinct lag (``N`` evaluations instead of ``N²``, which matters for
+        Bessel-function Matérn kernels) and gathered into the ``N × N`` matrix.
+        """
+        if not isinstance(lattice, Lattice):
+            raise InvalidParameterError(f"lattice={lattice!r} must be a lattice_lgm.Lattice.")
+        if not isinstance(kernel, Covariance):
+            raise InvalidParameterError(
+                f"kernel={kernel!r} is not a lattice_lgm Covariance; use e.g. Matern(1.5, range=…)."
+            )
+        obj = cls.__new__(cls)
+        obj.x = lattice.cell_centers()
+        obj.kernel = kernel
+        obj.shape = lattice.shape
         obj.exact_on = "lattice"
         obj.lattice = lattice
+        obj._init_matrix(_lattice_covariance(lattice, kernel), jitter)
         return obj
 
     @classmethod
@@ -192,12 +223,10 @@ class DensePrior(GaussianPrior):
             raise InvalidParameterError(
                 "a DensePrior built from a matrix has no hyperparameters; build a new one."
             )
-        new = type(self)(self.x, self.kernel.with_params(**params), jitter=self._jitter_arg,
-                         shape=self.shape)
-        new.exact_on = self.exact_on
+        kernel = self.kernel.with_params(**params)
         if hasattr(self, "lattice"):
-            new.lattice = self.lattice
-        return new
+            return type(self).from_lattice(self.lattice, kernel, jitter=self._jitter_arg)
+        return type(self)(self.x, kernel, jitter=self._jitter_arg, shape=self.shape)
 
     def _surrogate(self, g: np.ndarray, precision: np.ndarray) -> SurrogateConditional:
         # Stable forms (Rasmussen & Williams 2006, Alg. 3.1; DESIGN §4).  With K = L Lᵀ:

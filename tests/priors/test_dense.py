@@ -265,3 +265,16 @@ def test_errors_are_lattice_lgm_errors():
     for cls in (InvalidCovarianceError, InvalidParameterError, NotPositiveDefiniteError,
                 ShapeMismatchError):
         assert issubclass(cls, LatticeLGMError) and issubclass(cls, ValueError)
+
+
+@pytest.mark.parametrize("shape,spacing,rng_", [((3, 4, 5), (0.3, 0.5, 0.7), (1.0, 2.0, 1.5)),
+                                               ((6, 7), (0.4, 0.9), (2.0, 1.0))])
+def test_from_lattice_toeplitz_gather_equals_pairwise_kernel(shape, spacing, rng_):
+    """from_lattice evaluates the kernel once per lag; it must equal k at every cell pair."""
+    lat = Lattice(shape, spacing=spacing, origin=(1.5,) * len(shape))
+    k = Matern(2.5, range=rng_, sd=1.3)
+    d = DensePrior.from_lattice(lat, k)
+    np.testing.assert_allclose(d.cov, k(lat.cell_centers()), rtol=0, atol=1e-14)
+    q = d.with_params(range=tuple(r * 0.8 for r in rng_))
+    np.testing.assert_allclose(q.cov, q.kernel(lat.cell_centers()), rtol=0, atol=1e-14)
+    assert q.exact_on == "lattice" and q.lattice is lat
