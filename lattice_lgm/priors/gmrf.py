@@ -77,6 +77,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -290,19 +291,14 @@ class _SpectralEngine:
         self.rank = int(nz.size)
         self.white_shape = basis.shape
         self._sparse_q = sparse_q
-        self._isq = None
-        self._sq = None
-        self._isq_full = None
 
     def _inv_sqrt(self, q: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore"):
             return np.where(q > 0, 1.0 / np.sqrt(np.where(q > 0, q, 1.0)), 0.0)
 
-    @property
+    @cached_property
     def inv_sqrt_q(self) -> np.ndarray:
-        if self._isq is None:
-            self._isq = self._inv_sqrt(self.q)
-        return self._isq
+        return self._inv_sqrt(self.q)
 
     def colorize(self, z: np.ndarray) -> np.ndarray:
         # W = Uᵀ diag(q^-½) (DCT) or the symmetric root F* diag(q^-½) F (periodic).
@@ -310,11 +306,13 @@ class _SpectralEngine:
             return self.basis.inverse(z * self.inv_sqrt_q, overwrite=True)
         return self.basis.inverse(self.basis.forward(z) * self.inv_sqrt_q, overwrite=True)
 
-    @property
+    @cached_property
+    def inv_sqrt_q_full(self) -> np.ndarray:
+        return self._inv_sqrt(self.q_full)
+
+    @cached_property
     def sqrt_q(self) -> np.ndarray:
-        if self._sq is None:
-            self._sq = np.sqrt(self.q)
-        return self._sq
+        return np.sqrt(self.q)
 
     def whiten(self, x: np.ndarray) -> np.ndarray:
         sq = self.sqrt_q
@@ -332,11 +330,9 @@ class _SpectralEngine:
             return self.basis.inverse(z, overwrite=True)
         # Periodic: y = F (q^-½ ⊙ ξ) with ξ complex white noise; Re y and Im y are two
         # independent N(0, Q⁻¹) fields (one complex FFT per two fields; DESIGN §4).
-        if self._isq_full is None:
-            self._isq_full = self._inv_sqrt(self.q_full)
         m = (n_chains + 1) // 2
         w = rng.standard_normal((m, *self.basis.shape, 2)).view(np.complex128)[..., 0]
-        w *= self._isq_full
+        w *= self.inv_sqrt_q_full
         y = self.basis.fft_full(w)
         out = np.concatenate([y.real, y.imag], axis=0)[:n_chains]
         return np.ascontiguousarray(out)
