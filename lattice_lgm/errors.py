@@ -13,10 +13,12 @@ __all__ = [
     "GeographicCoordinatesError",
     "IntrinsicPriorError",
     "InvalidCovarianceError",
+    "InvalidDataError",
     "InvalidParameterError",
     "LatticeLGMError",
     "NotPositiveDefiniteError",
     "ParameterOutOfBoundsError",
+    "SamplerError",
     "ShapeMismatchError",
     "UnsupportedOperationError",
 ]
@@ -64,3 +66,24 @@ class BackendUnavailableError(LatticeLGMError, ImportError):
 
 class UnsupportedOperationError(LatticeLGMError, NotImplementedError):
     """The operation is not available for this model or backend at this size (says the remedy)."""
+
+
+class InvalidDataError(LatticeLGMError, ValueError):
+    """Observed data are invalid for the likelihood (NaN, negative or non-integer counts, …).
+
+    The message names the first offending index; missing cells go through an explicit mask.
+    """
+
+
+class SamplerError(LatticeLGMError, RuntimeError):
+    """A sampler could not complete a step (e.g. a slice shrink cap was hit); carries the state.
+
+    Attributes
+    ----------
+    state : dict
+        What the sampler was doing (chain, bracket, values) so the failure can be reproduced.
+    """
+
+    def __init__(self, message: str, state: dict | None = None) -> None:
+        super().__init__(message)
+        self.state = dict(state or {})
