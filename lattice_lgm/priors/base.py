@@ -234,6 +234,20 @@ class GaussianPrior(ABC):
         """Restrict states ``(n_chains, *state_shape)`` to the window ``(n_chains, *shape)``."""
         return self._to_window(chain_array("x", x, self.state_shape))
 
+    def window_index(self) -> np.ndarray:
+        """Flat (C-order) index into the state of every window cell, in window C order.
+
+        ``x.reshape(n, -1)[:, prior.window_index()]`` equals ``to_window(x).reshape(n, -1)``; the
+        samplers use it to read the likelihood's cells straight from the state without copying
+        the window out (DESIGN §4: torus and padding cells are latent variables without data).
+
+        Returns
+        -------
+        ndarray of int64, shape (prod(shape),)
+        """
+        probe = np.arange(self.state_size, dtype=np.float64).reshape(1, *self.state_shape)
+        return self._to_window(probe).reshape(-1).astype(np.int64)
+
     def with_params(self, **params: Any) -> GaussianPrior:
         """The same structure with new hyperparameters (reusing FFT plans / symbolic analyses)."""
         return self._with_params(**params)

@@ -395,6 +395,50 @@ class CirculantPrior(GaussianPrior):
     def _sample_state(self, rng: np.random.Generator, n_chains: int) -> np.ndarray:
         return self._draw_normals(rng, n_chains, window=False)
 
+    # -- the spectral white state (for samplers, DESIGN §4 "white state") ----------------------
+    @property
+    def half_shape(self) -> tuple[int, ...]:
+        """Shape of the half-spectrum of a torus field (last axis ``M // 2 + 1``)."""
+        return tuple(self._plans.half_shape)
+
+    @property
+    def half_weights(self) -> np.ndarray:
+        """Multiplicity (1 or 2) of each half-spectrum bin in the full spectrum, ``half_shape``."""
+        return self._weights
+
+    def draw_spectrum(self, rng: np.random.Generator) -> np.ndarray:
+        """One unitary half-spectrum ``ζ`` of real white noise on the torus.
+
+        ``ζ = rfftn(z)/√M`` for ``z ~ N(0, I)``, drawn directly: complex normals with
+        ``E|ζ_k|² = 1``, the self-paired planes made Hermitian (see :meth:`_hermitian_fix`).
+
+        Returns
+        -------
+        ndarray of complex128, shape half_shape
+        """
+        u = rng.standard_normal((*self.half_shape[:-1], 2 * self.half_shape[-1]))
+        zeta = u.view(np.complex128).reshape(self.half_shape)
+        self._hermitian_fix(zeta)
+        zeta *= 1.0 / math.sqrt(2.0)
+        return zeta
+
+    def colorize_spectrum(self, zeta: np.ndarray) -> np.ndarray:
+        """Torus fields from unitary white half-spectra: ``f = irfftn(√λ · √M ζ)``.
+
+        Parameters
+        ----------
+        zeta : ndarray of complex, shape (n_chains, *half_shape)
+
+        Returns
+        -------
+        ndarray, shape (n_chains, *state_shape)
+        """
+        return self._plans.backward(zeta, self._sample_mult * math.sqrt(2.0))
+
+    def spectrum(self, x: np.ndarray) -> np.ndarray:
+        """Unitary half-spectra ``rfftn(x)/√M`` of torus fields ``(n_chains, *state_shape)``."""
+        return self._plans.forward(x) * (1.0 / math.sqrt(self._plans.size))
+
     def sample(
         self, rng: np.random.Generator | int | Sequence[np.random.Generator], n_chains: int = 1
     ) -> np.ndarray:
