@@ -34,8 +34,14 @@ PLANNER_EFFORTS = ("FFTW_ESTIMATE", "FFTW_MEASURE", "FFTW_PATIENT", "FFTW_EXHAUS
 DEFAULT_PLANNER = "FFTW_ESTIMATE"
 
 
-def default_threads() -> int:
-    """FFTW threads: the cores this process may use."""
+#: below this many torus cells FFTs run on one thread (thread hand-over costs more than the FFT)
+SMALL_FFT = 4096
+
+
+def default_threads(size: int | None = None) -> int:
+    """FFTW threads: the cores this process may use, or 1 for transforms below SMALL_FFT cells."""
+    if size is not None and size < SMALL_FFT:
+        return 1
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - non-Linux
@@ -61,7 +67,7 @@ class RealFFTPlans:
     planner_effort : str
         One of :data:`PLANNER_EFFORTS`.
     threads : int, optional
-        FFTW threads (default: the cores available).
+        FFTW threads (default: the cores available; 1 below :data:`SMALL_FFT` cells).
     """
 
     def __init__(
@@ -77,8 +83,8 @@ class RealFFTPlans:
         self.torus_shape = tuple(int(m) for m in torus_shape)
         self.half_shape = (*self.torus_shape[:-1], self.torus_shape[-1] // 2 + 1)
         self.planner_effort = planner_effort
-        self.threads = default_threads() if threads is None else int(threads)
         self.size = int(np.prod(self.torus_shape))
+        self.threads = default_threads(self.size) if threads is None else int(threads)
         self._fwd: pyfftw.FFTW | None = None
         self._bwd: pyfftw.FFTW | None = None
 
@@ -131,7 +137,8 @@ class RealFFTPlans:
             out[i] = fwd.output_array
         return out
 
-    def backward(self, xk: np.ndarray, multiplier: np.ndarray) -> np.ndarray:
+    def backward(self, xk: np.ndarray, multiplier: np.ndarray,
+                 out: np.ndarray | None = None) -> np.ndarray:
         """Unnormalised ``F⁻¹ (multiplier · x̂)`` per chain from given half-spectra.
 
         For callers that already hold ``F x`` (it saves the forward FFT of :meth:`filter`).
@@ -140,13 +147,16 @@ class RealFFTPlans:
         ----------
         xk : ndarray, shape (n, *half_shape), complex
         multiplier : ndarray, real, shape half_shape (carrying the 1/M normalisation)
+        out : ndarray, shape (n, *torus_shape), optional
+            Where to write (avoids allocating, and page-faulting, a fresh array per call).
 
         Returns
         -------
         ndarray, shape (n, *torus_shape)
         """
         _, bwd = self._plan()
-        out = np.empty((len(xk), *self.torus_shape), dtype=np.float64)
+        if out is None:
+            out = np.empty((len(xk), *self.torus_shape), dtype=np.float64)
         for i in range(len(xk)):
             np.multiply(xk[i], multiplier, out=bwd.input_array)
             bwd.execute()

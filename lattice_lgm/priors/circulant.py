@@ -298,6 +298,7 @@ class CirculantPrior(GaussianPrior):
         self._logdet = float(np.sum(self._weights[pos] * np.log(lam[pos])))
         # sample(): u ~ N(0, 1) in both parts → unitary white half-spectrum (÷√2) → ×√(λ/M)
         self._sample_mult = np.sqrt(lam / (2.0 * size))
+        self._color_mult = np.sqrt(lam / size)  # unitary ζ → field, 1/M of the c2r included
 
     # -- protocol hooks -------------------------------------------------------------------------
     @property
@@ -406,34 +407,44 @@ class CirculantPrior(GaussianPrior):
         """Multiplicity (1 or 2) of each half-spectrum bin in the full spectrum, ``half_shape``."""
         return self._weights
 
-    def draw_spectrum(self, rng: np.random.Generator) -> np.ndarray:
+    def draw_spectrum(self, rng: np.random.Generator,
+                      out: np.ndarray | None = None) -> np.ndarray:
         """One unitary half-spectrum ``ζ`` of real white noise on the torus.
 
         ``ζ = rfftn(z)/√M`` for ``z ~ N(0, I)``, drawn directly: complex normals with
         ``E|ζ_k|² = 1``, the self-paired planes made Hermitian (see :meth:`_hermitian_fix`).
 
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+        out : ndarray of complex128, shape half_shape, C-contiguous, optional
+            Filled in place (no allocation).
+
         Returns
         -------
         ndarray of complex128, shape half_shape
         """
-        u = rng.standard_normal((*self.half_shape[:-1], 2 * self.half_shape[-1]))
-        zeta = u.view(np.complex128).reshape(self.half_shape)
+        if out is None:
+            out = np.empty(self.half_shape, dtype=np.complex128)
+        rng.standard_normal(out=out.view(np.float64))
+        zeta = out
         self._hermitian_fix(zeta)
         zeta *= 1.0 / math.sqrt(2.0)
         return zeta
 
-    def colorize_spectrum(self, zeta: np.ndarray) -> np.ndarray:
+    def colorize_spectrum(self, zeta: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Torus fields from unitary white half-spectra: ``f = irfftn(√λ · √M ζ)``.
 
         Parameters
         ----------
         zeta : ndarray of complex, shape (n_chains, *half_shape)
+        out : ndarray, shape (n_chains, *state_shape), optional
 
         Returns
         -------
         ndarray, shape (n_chains, *state_shape)
         """
-        return self._plans.backward(zeta, self._sample_mult * math.sqrt(2.0))
+        return self._plans.backward(zeta, self._color_mult, out=out)
 
     def spectrum(self, x: np.ndarray) -> np.ndarray:
         """Unitary half-spectra ``rfftn(x)/√M`` of torus fields ``(n_chains, *state_shape)``."""

@@ -1,0 +1,239 @@
+"""The generic latent Gaussian model the samplers run on (Murray & Adams 2010, eq. 1–3).
+
+::
+
+    θ ~ hyperpriors,   f ~ N(0, K_θ) on the prior's state,   β ~ N(0, β_sd² I) (optional),
+    η = mean + offset + X β + f   on the window,   y | η ~ likelihood.
+
+``θ`` holds the covariance hyperparameters (``sd``, ``range`` or per-axis ``range_<dim>``) and the
+mean offset ``mean`` (the paper's way of handling a constant, moved by the hyperparameter moves).
+Covariate coefficients ``β`` with a Gaussian prior can instead sit *inside the Gaussian block*
+(DESIGN §4): they are rotated with ``f`` by elliptical slice sampling, which decorrelates them from
+the field's low frequencies.  Model glue for specific data (LGCPs on windows, GP regression and
+classification) builds on this class in later modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .._validation import finite_array, positive_float
+from ..errors import InvalidParameterError, ParameterOutOfBoundsError, ShapeMismatchError
+from ..hyperpriors import Hyperprior
+from ..likelihoods import Likelihood
+from ..priors import CirculantPrior, GaussianPrior
+
+__all__ = ["LatentGaussianModel"]
+
+#: name of the mean-offset hyperparameter
+MEAN = "mean"
+
+
+class LatentGaussianModel:
+    """A prior operator, a likelihood on its window, and hyperpriors for what is sampled.
+
+    Parameters
+    ----------
+    prior : GaussianPrior
+        The field prior at the initial hyperparameters; its ``shape`` must equal the
+        likelihood's.  Its ``with_params`` builds the covariance for every proposed θ.
+    likelihood : Likelihood
+        Data on the window (``likelihood.shape == prior.shape``).
+    hyperpriors : mapping of str to Hyperprior, optional
+        What is sampled: ``"sd"``, ``"range"`` (isotropic) or ``"range_<dim>"`` per lattice axis,
+        and ``"mean"``.  Parameters not named stay at the prior's values (and ``mean``).  A
+        range hyperprior on a :class:`~lattice_lgm.priors.CirculantPrior` needs a finite upper
+        bound no larger than the torus' ``sized_for_range`` (DESIGN §4: the embedding is sized
+        for the range prior's upper bound).
+    mean : float
+        Initial (or fixed) mean offset of ``η``.
+    offset : ndarray, shape likelihood.shape, optional
+        A fixed offset added to ``η`` (e.g. a log-baseline).
+    covariates : ndarray, shape (p, *likelihood.shape), optional
+        Covariates whose coefficients ``β ~ N(0, beta_sd²)`` sit in the Gaussian block.
+    beta_sd : float or sequence of float
+        Prior sd of each coefficient (scale the covariates accordingly).
+
+    Attributes
+    ----------
+    hyper_names : tuple of str
+        The sampled hyperparameters, in update order.
+    state_index : ndarray of int64, shape (n_obs,)
+        Flat index in the prior's state of every observed site.
+    """
+
+    def __init__(
+        self,
+        prior: GaussianPrior,
+        likelihood: Likelihood,
+        *,
+        hyperpriors: Mapping[str, Hyperprior] | None = None,
+        mean: float = 0.0,
+        offset: np.ndarray | None = None,
+        covariates: np.ndarray | None = None,
+        beta_sd: float | np.ndarray = 1.0,
+    ) -> None:
+        if not isinstance(prior, GaussianPrior):
+            raise InvalidParameterError(f"prior={prior!r} must be a lattice_lgm GaussianPrior.")
+        if not isinstance(likelihood, Likelihood):
+            raise InvalidParameterError(
+                f"likelihood={likelihood!r} must be a lattice_lgm Likelihood."
+            )
+        if tuple(likelihood.shape) != tuple(prior.shape):
+            raise ShapeMismatchError(
+                f"likelihood.shape={likelihood.shape} differs from prior.shape={prior.shape}; "
+                "build both on the same lattice."
+            )
+        self.prior = prior
+        self.likelihood = likelihood
+        self.mean = float(mean)
+        finite_array("mean", np.asarray(self.mean))
+        self.hyperpriors: dict[str, Hyperprior] = dict(hyperpriors or {})
+        self._axis_names = self._range_axis_names(prior)
+        self._check_hyperpriors()
+        self.hyper_names = tuple(self.hyperpriors)
+        self.state_index = prior.window_index()[likelihood.obs_index]
+        n_obs = likelihood.n_obs
+        off = np.zeros(n_obs)
+        if offset is not None:
+            o = np.asarray(offset, dtype=np.float64)
+            if o.shape != tuple(prior.shape):
+                raise ShapeMismatchError(
+                    f"offset has shape {o.shape}; it must match the window {prior.shape}."
+                )
+            off = o.reshape(-1)[likelihood.obs_index]
+            finite_array("offset", off, "offsets must be finite at observed cells")
+        self.offset_obs = off
+        if covariates is None:
+            self.covariates_obs = np.zeros((0, n_obs))
+            self.beta_sd = np.zeros(0)
+        else:
+            x = np.asarray(covariates, dtype=np.float64)
+            if x.ndim != len(prior.shape) + 1 or x.shape[1:] != tuple(prior.shape):
+                raise ShapeMismatchError(
+                    f"covariates has shape {x.shape}; expected (p, *{prior.shape})."
+                )
+            xo = x.reshape(len(x), -1)[:, likelihood.obs_index]
+            finite_array("covariates", xo, "covariates must be finite at observed cells")
+            self.covariates_obs = np.ascontiguousarray(xo)
+            sd = np.broadcast_to(np.asarray(beta_sd, dtype=np.float64), (len(x),))
+            for i, s in enumerate(sd):
+                positive_float(f"beta_sd[{i}]", s, "prior sds of coefficients are > 0")
+            self.beta_sd = np.array(sd)
+
+    # -- hyperparameters ------------------------------------------------------------------------
+    @staticmethod
+    def _range_axis_names(prior: GaussianPrior) -> tuple[str, ...]:
+        lat = getattr(prior, "lattice", None)
+        dims = tuple(lat.dims) if lat is not None else ()
+        return tuple(f"range_{d}" for d in dims)
+
+    @property
+    def n_beta(self) -> int:
+        """Number of in-block coefficients ``p``."""
+        return len(self.beta_sd)
+
+    def _check_hyperpriors(self) -> None:
+        params = self.prior.params
+        allowed = {MEAN, *(k for k in params if k in ("sd", "range", "tau", "rho"))}
+        if "range" in params:
+            allowed.update(self._axis_names)
+        for name, hp in self.hyperpriors.items():
+            if not isinstance(hp, Hyperprior):
+                raise InvalidParameterError(
+                    f"hyperpriors[{name!r}]={hp!r} must be a lattice_lgm.hyperpriors.Hyperprior."
+                )
+            if name not in allowed:
+                raise InvalidParameterError(
+                    f"hyperpriors has an unknown parameter {name!r}; this prior can sample "
+                    f"{sorted(allowed)}."
+                )
+        names = set(self.hyperpriors)
+        if "range" in names and names & set(self._axis_names):
+            raise InvalidParameterError(
+                "give either an isotropic 'range' hyperprior or per-axis "
+                f"{list(self._axis_names)}, not both."
+            )
+        theta0 = self.initial_theta()
+        if "range" in names and "range" not in theta0:
+            raise InvalidParameterError(
+                f"the prior has per-axis ranges {self.prior.params['range']}; give per-axis "
+                f"hyperpriors {list(self._axis_names)} or build the prior with one range."
+            )
+        for name, hp in self.hyperpriors.items():
+            if not np.isfinite(hp.logpdf(theta0[name])):
+                raise ParameterOutOfBoundsError(
+                    f"the initial {name}={theta0[name]!r} has zero density under its hyperprior "
+                    f"{hp.describe()}; start inside the support."
+                )
+        if isinstance(self.prior, CirculantPrior):
+            sized = np.asarray(self.prior.sized_for_range)
+            for name, hp in self.hyperpriors.items():
+                if not name.startswith("range"):
+                    continue
+                axes = (range(len(sized)) if name == "range"
+                        else [self._axis_names.index(name)])
+                for ax in axes:
+                    if not np.isfinite(hp.upper) or hp.upper > sized[ax] * (1 + 1e-12):
+                        raise ParameterOutOfBoundsError(
+                            f"hyperpriors[{name!r}] has upper bound {hp.upper!r} but the "
+                            f"circulant torus was sized for range {tuple(sized)}; give the range "
+                            "prior a finite upper bound (e.g. PCPriorRange(..., upper=...)) and "
+                            "build CirculantPrior(..., max_range=upper) (DESIGN §4)."
+                        )
+
+    def initial_theta(self) -> dict[str, float]:
+        """The hyperparameters of ``prior`` (per-axis ranges split) and ``mean``, as floats."""
+        out: dict[str, float] = {}
+        per_axis = any(n in self.hyperpriors for n in self._axis_names)
+        for k, v in self.prior.params.items():
+            if k == "range":
+                r = np.atleast_1d(np.asarray(v, dtype=np.float64))
+                if self._axis_names:
+                    r = np.broadcast_to(r, (len(self._axis_names),))
+                if per_axis or not np.all(r == r[0]):
+                    out.update({d: float(rv) for d, rv in zip(self._axis_names, r, strict=True)})
+                else:
+                    out["range"] = float(r[0])
+            elif k in ("sd", "tau", "rho"):
+                out[k] = float(v)
+        out[MEAN] = self.mean
+        return out
+
+    def kernel_params(self, theta: Mapping[str, float]) -> dict[str, Any]:
+        """The ``with_params`` keywords for hyperparameters ``theta`` (only what changes)."""
+        kw: dict[str, Any] = {}
+        for k in ("sd", "tau", "rho"):
+            if k in theta and k in self.hyperpriors:
+                kw[k] = float(theta[k])
+        if "range" in self.hyperpriors:
+            kw["range"] = float(theta["range"])
+        elif any(n in self.hyperpriors for n in self._axis_names):
+            kw["range"] = tuple(float(theta[n]) for n in self._axis_names)
+        return kw
+
+    def prior_for(self, theta: Mapping[str, float], current: GaussianPrior) -> GaussianPrior:
+        """The prior at ``theta``, built from ``current`` (sharing plans and analyses)."""
+        kw = self.kernel_params(theta)
+        return current.with_params(**kw) if kw else current
+
+    def base_obs(self, theta: Mapping[str, float]) -> np.ndarray:
+        """The part of ``η`` at observed sites that ``f`` and ``β`` do not carry: mean + offset."""
+        return self.offset_obs + float(theta.get(MEAN, self.mean))
+
+    def log_hyperprior(self, theta: Mapping[str, float]) -> float:
+        """``Σ log p_h(θ_k)`` on the natural scale over the sampled hyperparameters."""
+        return float(sum(hp.logpdf(theta[k]) for k, hp in self.hyperpriors.items()))
+
+    def describe(self) -> str:
+        """A few lines: prior, likelihood, sampled hyperparameters and their priors."""
+        lines = [self.prior.describe(), f"likelihood: {self.likelihood.name}, "
+                 f"{self.likelihood.n_obs} observed sites"]
+        for k, hp in self.hyperpriors.items():
+            lines.append(f"  {k}: {hp.describe()}")
+        if self.n_beta:
+            lines.append(f"  {self.n_beta} coefficients in the Gaussian block, sd {self.beta_sd}")
+        return "\n".join(lines)

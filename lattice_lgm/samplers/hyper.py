@@ -1,0 +1,609 @@
+"""Covariance-hyperparameter moves of Murray & Adams (2010), on every prior backend.
+
+A move updates the hyperparameters θ of each chain jointly with its latent field, in one of the
+paper's *representations* (§2–4 and §5 "Methods"), by one of its *algorithms*:
+
+========================  =====================================================================
+representation            what is held fixed while θ moves (the paper's section)
+========================  =====================================================================
+``fixed``                 the field ``f``: target ``N(f; 0, K_θ) L(f) p_h(θ)`` (eq. 4, Alg. 1)
+``prior-white``           the white vector ``ν``, ``f = L_θ ν``: target ``L(f) p_h(θ)`` (eq. 6,
+                          Alg. 2)
+``surr-site``             surrogate data ``g ~ N(f, S_θ)`` and ``η = L_R⁻¹(f − m_θ,g)``:
+                          target ``L(f) N(g; 0, K_θ + S_θ) p_h(θ)`` (eq. 11, Alg. 3–4), with
+                          ``S_θ`` from Gaussian fits to the site posteriors (eq. 12)
+``surr-taylor``           the same with ``S_θ`` from the Taylor expansion of eq. 13
+``post-site``,            a fixed reparameterisation ``ω = L_R⁻¹(f − m_θ,ĝ)`` with ``ĝ, S_θ``
+``post-taylor``           from the site fits or eq. 13: target eq. 14, including its Jacobian
+``surr-scalar``,          circulant priors: ``S_θ = s(θ) I`` on the torus, computed per
+``post-scalar``           frequency by the stable rotation of DESIGN §4 (no division by λ)
+========================  =====================================================================
+
+Algorithms: ``method="slice"`` is Algorithm 4 (one log-hyperparameter at a time, optional
+stepping out; or ``scheme="joint"`` for a hyperrectangle slice over all of them), and
+``method="mh"`` is Algorithms 1–3 (a Gaussian random walk on the unconstrained scale; with
+``fixed`` it is Algorithm 1, with ``prior-white`` Algorithm 2, with ``surr-*`` Algorithm 3).
+
+The post- target (eq. 14), ``L(f) N(f; 0, K_θ) |L_R| p_h(θ)`` with ``ω`` fixed, is evaluated
+through the identity ``N(f; 0, K) N(ĝ; f, S) = N(ĝ; 0, K + S) N(f; m, R)``:
+``N(f; 0, K)|L_R| ∝ N(ĝ; 0, K + S) / N(ĝ; f, S)``, so no log-determinant of ``R`` is needed.
+
+Any ``S_θ`` that depends on θ and the data only is valid (Murray & Adams §3); here it depends on
+θ, the data and the in-block coefficients ``β`` (held fixed by these moves).  Site precisions
+come from the likelihood's site approximations; sites a fit leaves with zero precision under
+``*-site`` are floored at ``1e-12 / prior variance`` so that the set of surrogate sites does not
+change with θ (the auxiliary variables must exist at every θ).  For GMRF priors the site
+posterior (eq. 12) uses the nominal marginal variance ``sd²`` rather than ``diag(Q⁻¹)`` (not
+available without selected inversion): a different but equally valid ``S_θ`` (DESIGN §4).
+
+Parameterisations: ``"natural"`` moves ``log sd``, ``log range`` (per axis) and ``mean``;
+``"ridge"`` moves ``(log range, 2 log sd − 2ν log range)`` — along and across the ridge
+``σ²/ℓ^{2ν}`` of the Matérn likelihood (DESIGN §4); the map is linear, so no Jacobian.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._validation import positive_float
+from ..errors import InvalidParameterError, UnsupportedOperationError
+from ..models.latent import MEAN, LatentGaussianModel
+from ..priors import CirculantPrior, DensePrior, GaussianPrior, GMRFPrior
+from ._latent import loglik_at
+from .slice import slice_hyperrect, slice_univariate
+from .state import LatentState, stack_theta, white_ops
+
+__all__ = ["REPRESENTATIONS", "HyperMove", "representations_for"]
+
+LOG_2PI = math.log(2.0 * math.pi)
+
+#: every representation name, and the backends each applies to
+REPRESENTATIONS = {
+    "fixed": ("dense", "gmrf", "circulant"),
+    "prior-white": ("dense", "gmrf", "circulant"),
+    "surr-site": ("dense", "gmrf"),
+    "surr-taylor": ("dense", "gmrf"),
+    "post-site": ("dense", "gmrf"),
+    "post-taylor": ("dense", "gmrf"),
+    "surr-scalar": ("circulant",),
+    "post-scalar": ("circulant",),
+}
+
+#: floor for site precisions under ``*-site``, relative to the prior precision (see module doc)
+SITE_FLOOR = 1e-12
+
+
+def _backend(prior: GaussianPrior) -> str:
+    if isinstance(prior, CirculantPrior):
+        return "circulant"
+    if isinstance(prior, GMRFPrior):
+        return "gmrf"
+    return "dense"
+
+
+def representations_for(prior: GaussianPrior) -> tuple[str, ...]:
+    """The representation names available on ``prior``'s backend."""
+    b = _backend(prior)
+    out = tuple(k for k, v in REPRESENTATIONS.items() if b in v)
+    kernel = getattr(prior, "kernel", None)
+    if b == "circulant" and kernel is not None and kernel.smooth:
+        out = tuple(r for r in out if r != "fixed")
+    return out
+
+
+# -- one chain's view --------------------------------------------------------------------------
+@dataclass
+class _Chain:
+    theta: dict[str, float]
+    prior: GaussianPrior
+    f: np.ndarray        # (1, *state)
+    white: np.ndarray    # (1, *white) or None when it must be recomputed
+    beta: np.ndarray     # (p,)
+    loglik: float
+
+
+@dataclass
+class _Proposal:
+    theta: dict[str, float]
+    prior: GaussianPrior
+    f: np.ndarray
+    white: np.ndarray | None
+    loglik: float
+
+
+class _Context:
+    """Model-level pieces shared by the representations (site fits, likelihood at a field)."""
+
+    def __init__(self, model: LatentGaussianModel, site_method: str) -> None:
+        self.model = model
+        self.site_method = site_method
+        self.n_loglik = 0
+        self.n_cov = 0
+        self._taylor = None
+
+    def loglik(self, f: np.ndarray, beta: np.ndarray, theta: Mapping[str, float]) -> float:
+        self.n_loglik += 1
+        return float(loglik_at(self.model, f, beta[None], [theta])[0])
+
+    def xbeta(self, beta: np.ndarray) -> np.ndarray:
+        m = self.model
+        return beta @ m.covariates_obs if m.n_beta else np.zeros(m.likelihood.n_obs)
+
+    def prior_var(self, prior: GaussianPrior) -> np.ndarray | float:
+        """Prior marginal variance of ``f`` at the observed sites (see module doc for GMRF)."""
+        if isinstance(prior, DensePrior):
+            return np.diag(prior.cov)[self.model.state_index] + prior.jitter
+        sd = prior.params.get("sd")
+        if sd is None:
+            raise UnsupportedOperationError(
+                f"site fits need the prior marginal variance, which {type(prior).__name__} with "
+                f"parameters {prior.params} does not state; use 'surr-taylor', 'post-taylor' or "
+                "'prior-white'."
+            )
+        return float(sd) ** 2
+
+    def site_fit(self, kind: str, theta: Mapping[str, float], prior: GaussianPrior,
+                 beta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Site precisions and centres on the ``f`` scale at the observed sites, (n_obs,) each."""
+        m = self.model
+        lik = m.likelihood
+        shift = m.base_obs(theta) + self.xbeta(beta)
+        if kind == "taylor":
+            if self._taylor is None:
+                self._taylor = lik.taylor()
+            prec = np.asarray(self._taylor.precision, dtype=np.float64).reshape(-1)
+            centre = np.asarray(self._taylor.center, dtype=np.float64).reshape(-1)
+            return prec, np.where(prec > 0, centre - shift, 0.0)
+        var = self.prior_var(prior)
+        fit = lik.site_approximation(self.site_method, shift, var)
+        prec = np.asarray(fit.precision, dtype=np.float64).reshape(-1)
+        prec = np.maximum(prec, SITE_FLOOR / np.broadcast_to(var, prec.shape))
+        centre = np.asarray(fit.center, dtype=np.float64).reshape(-1) - shift
+        return prec, centre
+
+    def state_array(self, prior: GaussianPrior, obs_values: np.ndarray) -> np.ndarray:
+        out = np.zeros((1, prior.state_size))
+        out[0, self.model.state_index] = obs_values
+        return out.reshape(1, *prior.state_shape)
+
+
+# -- representations -----------------------------------------------------------------------------
+class _Prepared:
+    """A representation at the current state: current log target and ``evaluate(θ′, prior′)``."""
+
+    logp0: float
+
+    def evaluate(self, theta: dict[str, float], prior: GaussianPrior) -> tuple[float, _Proposal]:
+        raise NotImplementedError
+
+
+class _Fixed(_Prepared):
+    """``fixed``: f held; target N(f; 0, K_θ) L(f) (Algorithm 1, eq. 4)."""
+
+    def __init__(self, ctx: _Context, ch: _Chain, moves_mean: bool) -> None:
+        self.ctx, self.ch, self.moves_mean = ctx, ch, moves_mean
+        self.logp0 = float(ch.prior.logpdf(ch.f)[0]) + (ch.loglik if moves_mean else 0.0)
+
+    def evaluate(self, theta, prior):
+        ch = self.ch
+        lp = float(prior.logpdf(ch.f)[0])
+        ll = self.ctx.loglik(ch.f, ch.beta, theta) if self.moves_mean else ch.loglik
+        return lp + (ll if self.moves_mean else 0.0), _Proposal(theta, prior, ch.f, None, ll)
+
+
+class _PriorWhite(_Prepared):
+    """``prior-white``: the white vector held; target L(L_θ ν) (Algorithm 2, eq. 6)."""
+
+    def __init__(self, ctx: _Context, ch: _Chain) -> None:
+        self.ctx, self.ch = ctx, ch
+        self.ops = white_ops(ch.prior)
+        self.logp0 = ch.loglik
+
+    def evaluate(self, theta, prior):
+        ch = self.ch
+        f = ch.f if prior is ch.prior else self.ops.colorize(prior, ch.white)
+        ll = self.ctx.loglik(f, ch.beta, theta)
+        return ll, _Proposal(theta, prior, f, ch.white, ll)
+
+
+def _log_normal_sites(g: np.ndarray, f: np.ndarray, prec: np.ndarray) -> float:
+    """``Σ_{Π>0} log N(g_i; f_i, 1/Π_i)``."""
+    o = prec > 0
+    r = g[o] - f[o]
+    return float(-0.5 * np.sum(prec[o] * r * r - np.log(prec[o]) + LOG_2PI))
+
+
+class _Surrogate(_Prepared):
+    """``surr-site`` / ``surr-taylor`` on dense and GMRF priors (Algorithms 3–4, eq. 9–11)."""
+
+    def __init__(self, ctx: _Context, ch: _Chain, kind: str, rng: np.random.Generator) -> None:
+        self.ctx, self.ch, self.kind = ctx, ch, kind
+        prec, _ = ctx.site_fit(kind, ch.theta, ch.prior, ch.beta)
+        idx = ctx.model.state_index
+        # step 1: g ~ N(f, S_θ) at the sites with information (one normal per observed site)
+        eps = rng.standard_normal(len(idx))
+        pos = prec > 0
+        f_obs = ch.f.reshape(-1)[idx]
+        g_obs = np.where(pos, f_obs + eps / np.sqrt(np.where(pos, prec, 1.0)), 0.0)
+        self.g = ctx.state_array(ch.prior, g_obs)
+        sc = ch.prior.surrogate(self.g, ctx.state_array(ch.prior, prec)[0])
+        # step 2: η = L_R⁻¹ (f − m_θ,g)
+        self.eta = sc.whiten(ch.f - sc.mean)
+        self.logp0 = ch.loglik + float(sc.logmarginal[0])
+
+    def evaluate(self, theta, prior):
+        ctx, ch = self.ctx, self.ch
+        prec, _ = ctx.site_fit(self.kind, theta, prior, ch.beta)
+        sc = prior.surrogate(self.g, ctx.state_array(prior, prec)[0])
+        f = sc.colorize(self.eta) + sc.mean  # step 7: f' = L_R' η + m_θ',g
+        ll = ctx.loglik(f, ch.beta, theta)
+        return ll + float(sc.logmarginal[0]), _Proposal(theta, prior, f, None, ll)
+
+
+class _Posterior(_Prepared):
+    """``post-site`` / ``post-taylor`` on dense and GMRF priors (eq. 14, via the identity)."""
+
+    def __init__(self, ctx: _Context, ch: _Chain, kind: str) -> None:
+        self.ctx, self.ch, self.kind = ctx, ch, kind
+        logp0, sc, _ = self._at(ch.theta, ch.prior, ch.f)
+        self.omega = sc.whiten(ch.f - sc.mean)
+        self.logp0 = ch.loglik + logp0
+
+    def _at(self, theta, prior, f=None):
+        ctx = self.ctx
+        prec, centre = ctx.site_fit(self.kind, theta, prior, self.ch.beta)
+        g = ctx.state_array(prior, centre)
+        sc = prior.surrogate(g, ctx.state_array(prior, prec)[0])
+        if f is None:
+            f = sc.colorize(self.omega) + sc.mean
+        f_obs = f.reshape(-1)[ctx.model.state_index]
+        extra = float(sc.logmarginal[0]) - _log_normal_sites(centre, f_obs, prec)
+        return extra, sc, f
+
+    def evaluate(self, theta, prior):
+        extra, _, f = self._at(theta, prior)
+        ll = self.ctx.loglik(f, self.ch.beta, theta)
+        return ll + extra, _Proposal(theta, prior, f, None, ll)
+
+
+class _SpectralScalar(_Prepared):
+    """``surr-scalar`` / ``post-scalar`` on circulant priors, per frequency (DESIGN §4).
+
+    With unitary half-spectra (``ζ`` white, ``f̂ = √λ ζ``) and scalar site precision ``p``:
+    surrogate data ``ĝ = √λ ζ + ε̂/√p``; ``η = a ζ − b ε̂`` with ``a = 1/√(1+λp)``,
+    ``b = √(λp/(1+λp))``; at θ′: ``ζ′ = a′ η + √λ′ p′/(1+λ′p′) ĝ``.  The post- variant fixes
+    ``ĝ(θ)`` (site centres on the window, 0 elsewhere) and ``ω = (ζ − c ĝ)/a``.
+    """
+
+    def __init__(self, ctx: _Context, ch: _Chain, post: bool, rng: np.random.Generator) -> None:
+        self.ctx, self.ch, self.post = ctx, ch, post
+        prior: CirculantPrior = ch.prior  # type: ignore[assignment]
+        self.w = prior.half_weights
+        zeta = ch.white[0]
+        lam = prior.eigenvalues
+        p, g_hat, g_real = self._data(ch.theta, prior)
+        a = 1.0 / np.sqrt(1.0 + lam * p)
+        c = np.sqrt(lam) * p / (1.0 + lam * p)
+        if post:
+            self.g_hat = g_hat
+            self.omega = (zeta - c * g_hat) / a
+            self.logp0 = ch.loglik + self._logmarg(g_hat, lam, p) - self._lognorm(
+                g_real, ch.f[0], p)
+        else:
+            eps = prior.draw_spectrum(rng)  # step 1: g = f + ε/√p, in Fourier
+            self.g_hat = np.sqrt(lam) * zeta + (eps / math.sqrt(p) if p > 0 else 0.0)
+            self.eta = a * zeta - np.sqrt(lam * p / (1.0 + lam * p)) * eps
+            self.logp0 = ch.loglik + (self._logmarg(self.g_hat, lam, p) if p > 0 else 0.0)
+            self.p0 = p
+
+    def _data(self, theta, prior):
+        ctx = self.ctx
+        prec, centre = ctx.site_fit("site", theta, prior, self.ch.beta)
+        p = float(prec.sum()) / prior.state_size  # information spread evenly over the torus
+        if not self.post:
+            return p, None, None
+        g_real = ctx.state_array(prior, centre)
+        return p, prior.spectrum(g_real)[0], g_real[0]
+
+    def _logmarg(self, g_hat, lam, p) -> float:
+        """``log N(g; 0, C + S)`` from the half-spectrum (weights count conjugate bins)."""
+        one = 1.0 + lam * p
+        q = (g_hat.real ** 2 + g_hat.imag ** 2) * p / one + np.log(one) - math.log(p) + LOG_2PI
+        return float(-0.5 * np.sum(self.w * q))
+
+    @staticmethod
+    def _lognorm(g_real, f, p) -> float:
+        r = g_real - f
+        return float(-0.5 * (p * np.sum(r * r) - r.size * math.log(p) + r.size * LOG_2PI))
+
+    def evaluate(self, theta, prior):
+        ctx, ch = self.ctx, self.ch
+        lam = prior.eigenvalues
+        p, g_hat, g_real = self._data(theta, prior)
+        a = 1.0 / np.sqrt(1.0 + lam * p)
+        c = np.sqrt(lam) * p / (1.0 + lam * p)
+        if self.post:
+            zeta = a * self.omega + c * g_hat
+        else:
+            if (p > 0) != (self.p0 > 0):
+                return -np.inf, None
+            zeta = a * self.eta + c * self.g_hat
+        f = prior.colorize_spectrum(zeta[None])
+        ll = ctx.loglik(f, ch.beta, theta)
+        if self.post:
+            extra = self._logmarg(g_hat, lam, p) - self._lognorm(g_real, f[0], p)
+        else:
+            extra = self._logmarg(self.g_hat, lam, p) if p > 0 else 0.0
+        return ll + extra, _Proposal(theta, prior, f, zeta[None], ll)
+
+
+# -- the move ------------------------------------------------------------------------------------
+class HyperMove:
+    """One Murray–Adams hyperparameter update of every chain.
+
+    Parameters
+    ----------
+    model : LatentGaussianModel
+    representation : str
+        One of :data:`REPRESENTATIONS` available on the prior's backend
+        (:func:`representations_for`).
+    params : sequence of str, optional
+        The hyperparameters this move updates (default: all of ``model.hyper_names``).
+    method : {"slice", "mh"}
+        Algorithm 4 (slice) or Algorithms 1–3 (random-walk M–H on the unconstrained scale).
+    scheme : {"univariate", "joint"}
+        Slice: one coordinate at a time (fresh auxiliaries for each), or one hyperrectangle
+        slice over all of them.
+    parameterisation : {"natural", "ridge"}
+        See the module docstring; ``"ridge"`` needs ``params == ("sd", "range")``.
+    nu : float, optional
+        Matérn smoothness for ``"ridge"`` (default: the kernel's ``nu``; 1 for a 2-D SPDE
+        α = 2 prior).
+    width : float
+        Initial slice bracket width on the unconstrained scale (per coordinate).
+    step_out : bool
+        Neal's stepping out for the univariate slice.
+    proposal_sd : float
+        Random-walk scale on the unconstrained scale for ``method="mh"``.
+    site_method : {"laplace", "moments"}, optional
+        Site fit for ``*-site`` and ``*-scalar``: default Laplace, moments for Bernoulli
+        likelihoods (as the paper, §5).
+    max_shrink : int
+        Shrink cap of the slice sampler (an error, never a silent stay).
+    """
+
+    def __init__(
+        self,
+        model: LatentGaussianModel,
+        representation: str = "prior-white",
+        *,
+        params: Sequence[str] | None = None,
+        method: str = "slice",
+        scheme: str = "univariate",
+        parameterisation: str = "natural",
+        nu: float | None = None,
+        width: float = 2.0,
+        step_out: bool = True,
+        proposal_sd: float = 0.3,
+        site_method: str | None = None,
+        max_shrink: int = 100,
+    ) -> None:
+        if not isinstance(model, LatentGaussianModel):
+            raise InvalidParameterError(f"model={model!r} must be a LatentGaussianModel.")
+        avail = representations_for(model.prior)
+        if representation not in REPRESENTATIONS:
+            raise InvalidParameterError(
+                f"representation={representation!r} is unknown; choose from "
+                f"{sorted(REPRESENTATIONS)}."
+            )
+        if representation not in avail:
+            why = ("a smooth kernel makes the torus density degenerate at round-off"
+                   if representation == "fixed" else "not defined on this backend")
+            raise InvalidParameterError(
+                f"representation={representation!r} is not available on "
+                f"{type(model.prior).__name__} ({why}); available: {list(avail)}."
+            )
+        self.params = tuple(model.hyper_names if params is None else params)
+        if not self.params:
+            raise InvalidParameterError(
+                "the model samples no hyperparameters; give hyperpriors to LatentGaussianModel."
+            )
+        for p in self.params:
+            if p not in model.hyper_names:
+                raise InvalidParameterError(
+                    f"params has {p!r}, which the model does not sample; sampled: "
+                    f"{list(model.hyper_names)}."
+                )
+        for name, allowed in (("method", ("slice", "mh")), ("scheme", ("univariate", "joint")),
+                              ("parameterisation", ("natural", "ridge"))):
+            val = locals()[name]
+            if val not in allowed:
+                raise InvalidParameterError(f"{name}={val!r} must be one of {list(allowed)}.")
+        self.model = model
+        self.representation = representation
+        self.method, self.scheme, self.parameterisation = method, scheme, parameterisation
+        self.width = positive_float("width", width, "a bracket width on the log scale, e.g. 2")
+        self.proposal_sd = positive_float("proposal_sd", proposal_sd, "e.g. 0.3 on the log scale")
+        self.step_out = bool(step_out)
+        if not isinstance(max_shrink, int) or max_shrink < 1:
+            raise InvalidParameterError(f"max_shrink={max_shrink!r} must be an int >= 1.")
+        self.max_shrink = max_shrink
+        lik_name = model.likelihood.name
+        if site_method is None:
+            site_method = "moments" if lik_name.startswith("bernoulli") else "laplace"
+        if site_method not in ("laplace", "moments"):
+            raise InvalidParameterError(
+                f"site_method={site_method!r} must be 'laplace' or 'moments'."
+            )
+        self.site_method = site_method
+        self._ridge = None
+        if parameterisation == "ridge":
+            if sorted(self.params) != ["range", "sd"]:
+                raise InvalidParameterError(
+                    f"parameterisation='ridge' moves (log range, 2 log sd − 2ν log range); "
+                    f"params must be ('sd', 'range'), got {self.params}."
+                )
+            if nu is None:
+                kernel = getattr(model.prior, "kernel", None)
+                nu = getattr(kernel, "nu", None)
+                if nu is None and isinstance(model.prior, GMRFPrior):
+                    nu = 2 - len(model.prior.shape) / 2  # SPDE α = 2: ν = α − d/2
+            self._ridge = positive_float("nu", nu, "the Matérn smoothness of the ridge σ²/ℓ^{2ν}")
+        self.name = f"{representation}/{method}"
+
+    # -- coordinates -----------------------------------------------------------------------------
+    def _to_u(self, theta: Mapping[str, float]) -> np.ndarray:
+        hp = self.model.hyperpriors
+        v = np.array([float(hp[k].to_unconstrained(theta[k])) for k in self.params])
+        if self._ridge is not None:
+            i_r, i_s = self.params.index("range"), self.params.index("sd")
+            u = np.empty(2)
+            u[0] = v[i_r]
+            u[1] = 2.0 * v[i_s] - 2.0 * self._ridge * v[i_r]
+            return u
+        return v
+
+    def _from_u(self, u: np.ndarray, theta: Mapping[str, float]) -> dict[str, float]:
+        hp = self.model.hyperpriors
+        v = np.array(u, dtype=np.float64)
+        if self._ridge is not None:
+            i_r, i_s = self.params.index("range"), self.params.index("sd")
+            v = np.empty(2)
+            v[i_r] = u[0]
+            v[i_s] = 0.5 * (u[1] + 2.0 * self._ridge * u[0])
+        out = dict(theta)
+        for k, vk in zip(self.params, v, strict=True):
+            out[k] = float(hp[k].from_unconstrained(vk))
+        return out
+
+    def _log_h(self, theta: Mapping[str, float]) -> float:
+        """Log hyperprior density of the moved coordinates on the unconstrained (log) scale."""
+        hp = self.model.hyperpriors
+        return float(sum(hp[k].logpdf_unconstrained(hp[k].to_unconstrained(theta[k]))
+                         for k in self.params))
+
+    def _bounds(self, k: int) -> tuple[float, float]:
+        if self._ridge is not None:
+            if k == 0:
+                return self.model.hyperpriors["range"].unconstrained_bounds
+            return -np.inf, np.inf
+        return self.model.hyperpriors[self.params[k]].unconstrained_bounds
+
+    # -- representation at one chain -------------------------------------------------------------
+    def _prepare(self, ctx: _Context, ch: _Chain, rng: np.random.Generator) -> _Prepared:
+        r = self.representation
+        if r == "fixed":
+            return _Fixed(ctx, ch, moves_mean=MEAN in self.params)
+        if r == "prior-white":
+            return _PriorWhite(ctx, ch)
+        if r in ("surr-site", "surr-taylor"):
+            return _Surrogate(ctx, ch, r.split("-")[1], rng)
+        if r in ("post-site", "post-taylor"):
+            return _Posterior(ctx, ch, r.split("-")[1])
+        return _SpectralScalar(ctx, ch, post=(r == "post-scalar"), rng=rng)
+
+    def _logp_fn(self, ctx: _Context, prep: _Prepared, ch: _Chain, u_full: np.ndarray,
+                 k: int | None):
+        model = self.model
+
+        def logp(x):
+            u = u_full.copy()
+            if k is None:
+                u[:] = x
+            else:
+                u[k] = x
+            theta = self._from_u(u, ch.theta)
+            lh = self._log_h(theta)
+            if not np.isfinite(lh):
+                return -np.inf, None
+            kw = model.kernel_params(theta)
+            if kw and any(theta[n] != ch.theta[n] for n in self.params if n != MEAN):
+                prior = model.prior_for(theta, ch.prior)
+                ctx.n_cov += 1
+            else:
+                prior = ch.prior
+            val, prop = prep.evaluate(theta, prior)
+            return val + lh, prop
+
+        return logp
+
+    def _update_chain(self, ch: _Chain, rng: np.random.Generator,
+                      ctx: _Context) -> tuple[_Chain, dict[str, Any]]:
+        groups: list[int | None] = (list(range(len(self.params)))
+                                    if self.method == "slice" and self.scheme == "univariate"
+                                    else [None])
+        n_accept = 0
+        for k in groups:
+            prep = self._prepare(ctx, ch, rng)
+            u0 = self._to_u(ch.theta)
+            logp0 = prep.logp0 + self._log_h(ch.theta)
+            logp = self._logp_fn(ctx, prep, ch, u0, k)
+            if self.method == "mh":
+                u1 = u0 + self.proposal_sd * rng.standard_normal(len(u0))
+                log_u = math.log(rng.random())
+                val, prop = logp(u1)
+                accept = prop is not None and log_u < val - logp0
+            else:
+                if k is None:
+                    lo = np.array([self._bounds(i)[0] for i in range(len(u0))])
+                    hi = np.array([self._bounds(i)[1] for i in range(len(u0))])
+                    res = slice_hyperrect(logp, u0, logp0, np.full(len(u0), self.width), rng,
+                                          max_shrink=self.max_shrink, lower=lo, upper=hi)
+                else:
+                    lo, hi = self._bounds(k)
+                    res = slice_univariate(logp, float(u0[k]), logp0, self.width, rng,
+                                           step_out=self.step_out, max_shrink=self.max_shrink,
+                                           lower=lo, upper=hi)
+                prop = res.payload
+                accept = prop is not None
+            if accept:
+                n_accept += 1
+                ch = self._accept(ch, prop, rng)
+        return ch, {"accepted": n_accept}
+
+    def _accept(self, ch: _Chain, prop: _Proposal, rng: np.random.Generator) -> _Chain:
+        white = prop.white
+        if white is None:
+            if prop.prior is ch.prior and prop.f is ch.f:
+                white = ch.white
+            else:
+                white = white_ops(prop.prior).whiten(prop.prior, prop.f, rng)
+        return _Chain(prop.theta, prop.prior, prop.f, white, ch.beta, prop.loglik)
+
+    def step(self, state: LatentState,
+             rngs: Sequence[np.random.Generator]) -> tuple[LatentState, dict[str, Any]]:
+        """Update the hyperparameters (and, as a side effect, the field) of every chain.
+
+        Returns
+        -------
+        state : LatentState
+        info : dict
+            ``accepted`` (n_chains,) accepted updates in this step, ``n_loglik`` and ``n_cov``
+            (n_chains,) likelihood evaluations and covariance constructions.
+        """
+        state.check_rngs(rngs)
+        n = state.n_chains
+        out: list[_Chain] = []
+        n_ll = np.zeros(n, dtype=np.int64)
+        n_cov = np.zeros(n, dtype=np.int64)
+        acc = np.zeros(n, dtype=np.int64)
+        for c in range(n):
+            ctx = _Context(self.model, self.site_method)
+            ch = _Chain(state.theta_of(c), state.priors[c], state.f[c:c + 1],
+                        state.white[c:c + 1], state.beta[c], float(state.loglik[c]))
+            ch, info = self._update_chain(ch, rngs[c], ctx)
+            out.append(ch)
+            n_ll[c], n_cov[c], acc[c] = ctx.n_loglik, ctx.n_cov, info["accepted"]
+        new = state._replace(
+            theta=stack_theta([ch.theta for ch in out]),
+            priors=tuple(ch.prior for ch in out),
+            f=np.concatenate([ch.f for ch in out]),
+            white=np.concatenate([ch.white for ch in out]),
+            loglik=np.array([ch.loglik for ch in out]),
+        )
+        return new, {"accepted": acc, "n_loglik": n_ll, "n_cov": n_cov}
