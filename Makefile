@@ -50,6 +50,7 @@ test-all: setup
 
 bench: setup
 	$(PY) benchmarks/perf/priors.py
+	$(PY) benchmarks/perf/sampling.py
 
 lint: setup
 	$(VENV)/bin/ruff check lattice_lgm tests benchmarks
