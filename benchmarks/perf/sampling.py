@@ -227,7 +227,7 @@ def run_mixing(backend: str, n: int, cfg: dict) -> list[dict]:
     for rep in representations_for(prior):
         base = {**common, "representation": rep}
         if dense and cfg["dense_reps"] and rep not in cfg["dense_reps"]:
-            rows.append({**base, "skipped": "not run in quick mode"})
+            rows.append({**base, "skipped": "not selected (quick mode or --dense-reps)"})
             continue
         if backend == "gmrf" and rep in SITE_REPS:
             if n > CHOLMOD_MAX:
@@ -491,6 +491,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds per mixing case (cap 3x; default 120, quick 1)")
     ap.add_argument("--mix-sizes", type=int, nargs="+", default=None,
                     help="lattice sides of the mixing section (default 64 256 1024)")
+    ap.add_argument("--backends", nargs="+", choices=("circulant", "gmrf", "dense"),
+                    default=None, help="mixing: only these backends")
+    ap.add_argument("--dense-reps", nargs="+", default=None,
+                    help="mixing: only these representations on the dense path")
     ap.add_argument("--one", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     mode = "quick" if args.quick else "full"
@@ -499,6 +503,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg["budget_s"], cfg["cap_s"] = args.budget, 3 * args.budget
     if args.mix_sizes:
         cfg["mix_sizes"] = tuple(args.mix_sizes)
+    if args.dense_reps:
+        cfg["dense_reps"] = tuple(args.dense_reps)
     if args.one:
         section, backend, n = args.one[0], args.one[1], int(args.one[2])
         if section == "mixing":
@@ -516,8 +522,11 @@ def main(argv: list[str] | None = None) -> int:
     if "mixing" in args.sections:
         print(f"== mixing: {N_CHAINS} chains, HyperMove(sd, range, mean) + {N_LATENT} ESS "
               "per sweep", flush=True)
+        dreps = ["--dense-reps", *args.dense_reps] if args.dense_reps else []
         for backend, n in mixing_cases(cfg):
-            rows = _child(["mixing", backend, str(n), *q, *bud])
+            if args.backends and backend not in args.backends:
+                continue
+            rows = _child(["mixing", backend, str(n), *q, *bud, *dreps])
             for r in rows:
                 r.setdefault("backend", backend)
                 r.setdefault("n", n)

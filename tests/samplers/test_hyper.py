@@ -118,6 +118,29 @@ def test_broken_post_jacobian_is_detected(monkeypatch):
     assert min(p) < ALPHA, f"the broken sampler passed: p-values {p}"
 
 
+@pytest.mark.statistical
+def test_broken_surrogate_marginal_is_detected(monkeypatch):
+    """Surrogate-data slice sampling without the N(g; 0, K_θ + S_θ) factor of eq. 11 (keeping
+    only L(f)) fails the quadrature test (measured p < 1e-20)."""
+
+    def init(self, ctx, ch, kind, rng, _orig=hyper._Surrogate.__init__):
+        _orig(self, ctx, ch, kind, rng)
+        self.logp0 = ch.loglik
+
+    def evaluate(self, theta, prior):
+        ctx, ch = self.ctx, self.ch
+        prec, _ = ctx.site_fit(self.kind, theta, prior, ch.beta)
+        sc = prior.surrogate(self.g, ctx.state_array(prior, prec)[0])
+        f = sc.colorize(self.eta) + sc.mean
+        ll = ctx.loglik(f, ch.beta, theta)
+        return ll, hyper._Proposal(theta, prior, f, None, ll)
+
+    monkeypatch.setattr(hyper._Surrogate, "__init__", init)
+    monkeypatch.setattr(hyper._Surrogate, "evaluate", evaluate)
+    p, _ = _posterior_run("dense", {"representation": "surr-site"}, seed=15, n_sweeps=6)
+    assert min(p) < ALPHA, f"the broken sampler passed: p-values {p}"
+
+
 @pytest.mark.slow
 @pytest.mark.statistical
 def test_broken_hyperprior_jacobian_is_detected(monkeypatch):
