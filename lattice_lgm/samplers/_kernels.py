@@ -20,7 +20,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numba
-import numpy as np
 
 __all__ = ["SiteKernels", "site_kernels"]
 
@@ -114,8 +113,3 @@ def site_kernels(site_fn: Callable[[float, float, float], float]) -> SiteKernels
     if kern is None:
         kern = _CACHE[site_fn] = SiteKernels(site_fn)
     return kern
-
-
-def gather(x: np.ndarray, index: np.ndarray) -> np.ndarray:
-    """``x.reshape(n, -1)[:, index]`` as a contiguous float64 array ``(n, len(index))``."""
-    return np.ascontiguousarray(x.reshape(len(x), -1)[:, index])

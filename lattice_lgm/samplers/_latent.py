@@ -19,9 +19,14 @@ def xbeta(model: LatentGaussianModel, beta: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(beta @ model.covariates_obs)
 
 
-def base(model: LatentGaussianModel, thetas: Sequence[Mapping[str, float]]) -> np.ndarray:
+def base(model: LatentGaussianModel, thetas: Sequence[Mapping[str, float]],
+         out: np.ndarray | None = None) -> np.ndarray:
     """The non-rotating part of ``η`` per chain (mean + offsets), shape (n, n_obs)."""
-    return np.stack([model.base_obs(t) for t in thetas])
+    if out is None:
+        return np.stack([model.base_obs(t) for t in thetas])
+    for c, t in enumerate(thetas):
+        out[c] = model.base_obs(t)
+    return out
 
 
 def flat(x: np.ndarray) -> np.ndarray:

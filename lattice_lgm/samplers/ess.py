@@ -209,7 +209,8 @@ class EllipticalSlice:
             lo[c], hi[c], t[c] = self._initial_bracket(r)
         f2, nu2 = flat(state.f), flat(nu)
         xa, xb = xbeta(model, state.beta), xbeta(model, beta_nu)
-        bs = base(model, [state.theta_of(c) for c in range(n)])
+        bs = base(model, [state.theta_of(c) for c in range(n)],
+                  out=self._scratch.get("base", (n, lik.n_obs), np.float64))
         status = np.full(n, _kernels.ESS_EVALUATE, dtype=np.int64)
         n_evals = np.zeros(n, dtype=np.int64)
         out_ll = np.empty(n)
