@@ -22,6 +22,13 @@ def positive_float(name: str, value: float, remedy: str = "pass a finite number 
     return v
 
 
+def positive_int(name: str, value: int, remedy: str = "pass e.g. 1") -> int:
+    """Return ``value`` as an int, or raise unless it is an integer >= 1 (bools refused)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise InvalidParameterError(f"{name}={value!r} must be an integer >= 1; {remedy}.")
+    return int(value)
+
+
 def positive_vector(
     name: str, value: float | Sequence[float], ndim: int | None, remedy: str = "pass values > 0"
 ) -> tuple[float, ...]:

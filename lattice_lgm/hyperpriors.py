@@ -29,7 +29,7 @@ from typing import Literal
 import numpy as np
 from scipy import special
 
-from ._validation import positive_float
+from ._validation import positive_float, positive_int
 from .errors import InvalidParameterError
 
 __all__ = [
@@ -75,12 +75,6 @@ def _probability(name: str, value: float) -> float:
             f"as 0.05."
         )
     return v
-
-
-def _positive_int(name: str, value: int, remedy: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise InvalidParameterError(f"{name}={value!r} must be an integer >= 1; {remedy}.")
-    return int(value)
 
 
 def _optional_upper(value: float | None) -> float:
@@ -381,7 +375,7 @@ class PCPriorRange(_PositiveTruncated):
     ) -> None:
         self.rho0 = positive_float("rho0", rho0, "pass a small range (coordinate units) > 0")
         self.alpha = _probability("alpha", alpha)
-        self.ndim = _positive_int(
+        self.ndim = positive_int(
             "ndim", ndim, "pass the dimension of the domain (1, 2 or 3 for a lattice)"
         )
         self.lam = -math.log(self.alpha) * self.rho0 ** (self.ndim / 2.0)

@@ -31,7 +31,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from .._validation import positive_float
+from .._validation import positive_float, positive_int
 from ..errors import InvalidParameterError, SamplerError
 from ..models.latent import LatentGaussianModel
 from . import _kernels
@@ -155,10 +155,8 @@ class EllipticalSlice:
         b = positive_float("bracket", bracket, "the initial angle bracket is in (0, 2π]")
         if b > TWO_PI * (1 + 1e-12):
             raise InvalidParameterError(f"bracket={bracket!r} exceeds 2π; use a width in (0, 2π].")
-        if not isinstance(max_shrink, int) or max_shrink < 1:
-            raise InvalidParameterError(f"max_shrink={max_shrink!r} must be an int >= 1.")
-        if not isinstance(block, int) or block < 1:
-            raise InvalidParameterError(f"block={block!r} must be an int >= 1.")
+        positive_int("max_shrink", max_shrink, "a cap on evaluations per step, e.g. 200")
+        positive_int("block", block, "uniforms drawn per chain at a time, e.g. 16")
         self.model = model
         self.bracket = min(b, TWO_PI)
         self.max_shrink = max_shrink

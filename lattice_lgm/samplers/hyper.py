@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import positive_float
+from .._validation import positive_float, positive_int
 from ..errors import InvalidParameterError, UnsupportedOperationError
 from ..models.latent import MEAN, LatentGaussianModel
 from ..priors import CirculantPrior, DensePrior, GaussianPrior, GMRFPrior
@@ -430,9 +430,7 @@ class HyperMove:
         self.width = positive_float("width", width, "a bracket width on the log scale, e.g. 2")
         self.proposal_sd = positive_float("proposal_sd", proposal_sd, "e.g. 0.3 on the log scale")
         self.step_out = bool(step_out)
-        if not isinstance(max_shrink, int) or max_shrink < 1:
-            raise InvalidParameterError(f"max_shrink={max_shrink!r} must be an int >= 1.")
-        self.max_shrink = max_shrink
+        self.max_shrink = positive_int("max_shrink", max_shrink, "e.g. 100")
         lik_name = model.likelihood.name
         if site_method is None:
             site_method = "moments" if lik_name.startswith("bernoulli") else "laplace"

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import positive_float, positive_vector
+from .._validation import positive_float, positive_int, positive_vector
 from ..errors import InvalidParameterError, SamplerError, ShapeMismatchError
 
 __all__ = ["SliceResult", "slice_hyperrect", "slice_univariate"]
@@ -93,11 +93,7 @@ def _check_common(logp: LogpFn, logp0: float, rng: np.random.Generator, max_shri
         raise InvalidParameterError(
             f"rng={rng!r} is not a numpy.random.Generator; pass np.random.default_rng(seed)."
         )
-    if isinstance(max_shrink, bool) or not isinstance(max_shrink, int | np.integer) \
-            or max_shrink < 1:
-        raise InvalidParameterError(
-            f"max_shrink={max_shrink!r} must be an integer >= 1; pass e.g. 100."
-        )
+    positive_int("max_shrink", max_shrink, "pass e.g. 100")
     try:
         lp0 = float(logp0)
     except (TypeError, ValueError):
