@@ -44,7 +44,7 @@ Parameterisations: ``"natural"`` moves ``log sd``, ``log range`` (per axis) and 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,12 +119,13 @@ class _Proposal:
 class _Context:
     """Model-level pieces shared by the representations (site fits, likelihood at a field)."""
 
-    def __init__(self, model: LatentGaussianModel, site_method: str) -> None:
+    def __init__(self, model: LatentGaussianModel, site_method: str,
+                 taylor: Callable[[], Any]) -> None:
         self.model = model
         self.site_method = site_method
         self.n_loglik = 0
         self.n_cov = 0
-        self._taylor = None
+        self._taylor = taylor  # the eq. 13 fit depends on the data only: computed once per move
 
     def loglik(self, f: np.ndarray, beta: np.ndarray, theta: Mapping[str, float]) -> float:
         self.n_loglik += 1
@@ -154,10 +155,9 @@ class _Context:
         lik = m.likelihood
         shift = m.base_obs(theta) + self.xbeta(beta)
         if kind == "taylor":
-            if self._taylor is None:
-                self._taylor = lik.taylor()
-            prec = np.asarray(self._taylor.precision, dtype=np.float64).reshape(-1)
-            centre = np.asarray(self._taylor.center, dtype=np.float64).reshape(-1)
+            fit = self._taylor()
+            prec = np.asarray(fit.precision, dtype=np.float64).reshape(-1)
+            centre = np.asarray(fit.center, dtype=np.float64).reshape(-1)
             return prec, np.where(prec > 0, centre - shift, 0.0)
         var = self.prior_var(prior)
         fit = lik.site_approximation(self.site_method, shift, var)
@@ -453,6 +453,13 @@ class HyperMove:
                     nu = 2 - len(model.prior.shape) / 2  # SPDE α = 2: ν = α − d/2
             self._ridge = positive_float("nu", nu, "the Matérn smoothness of the ridge σ²/ℓ^{2ν}")
         self.name = f"{representation}/{method}"
+        self._taylor = None
+
+    def _taylor_fit(self) -> Any:
+        """The likelihood's Taylor fit (eq. 13), computed on first use and kept."""
+        if self._taylor is None:
+            self._taylor = self.model.likelihood.taylor()
+        return self._taylor
 
     # -- coordinates -----------------------------------------------------------------------------
     def _to_u(self, theta: Mapping[str, float]) -> np.ndarray:
@@ -591,7 +598,7 @@ class HyperMove:
         n_cov = np.zeros(n, dtype=np.int64)
         acc = np.zeros(n, dtype=np.int64)
         for c in range(n):
-            ctx = _Context(self.model, self.site_method)
+            ctx = _Context(self.model, self.site_method, self._taylor_fit)
             ch = _Chain(state.theta_of(c), state.priors[c], state.f[c:c + 1],
                         state.white[c:c + 1], state.beta[c], float(state.loglik[c]))
             ch, info = self._update_chain(ch, rngs[c], ctx)
