@@ -18,7 +18,8 @@ kernels give ``λ_min ≈ −1e-16·λ_max`` at every size, and the FFT fixes an
 ``ε·λ_max`` — and are set to 0, counted in :attr:`CirculantPrior.n_clipped_roundoff` (so
 ``log_det`` and ``rank`` do not depend on the FFT library's last bits).  Below
 ``−clip_tol·λ_max`` the torus grows by a factor 1.5 along the axes whose wrap-around causes it
-(up to ``max_padding × n_i`` per axis and ``max_cells`` in all); past the cap
+(up to ``max_padding × n_i`` per axis and ``max_cells`` in all), then a short bisection between
+the last failing and the first passing size takes back most of that overshoot; past the cap
 :class:`~lattice_lgm.errors.EmbeddingNotPSDError` reports the smallest eigenvalue and every size
 tried, unless ``approximate=True`` (opt-in) clips the negative eigenvalues and records it in
 :attr:`CirculantPrior.n_clipped_approximate`.  The torus is sized once, for ``max_range`` (the
@@ -64,6 +65,8 @@ __all__ = ["CirculantPrior", "embedding_spectrum", "torus_lags"]
 CLIP_TOL = 1e-10
 #: growth factor of the torus per attempt
 GROWTH = 1.5
+#: bisection steps between the last failing and the first passing torus (see ``_refine``)
+REFINE_STEPS = 4
 #: default cap on the torus size per axis, as a multiple of the lattice size
 MAX_PADDING = 16.0
 #: default cap on the number of torus cells (2**28 float64 = 2 GiB per field)
@@ -231,6 +234,8 @@ class CirculantPrior(GaussianPrior):
             ratio = float(lam.min() / lam.max())
             self.attempts.append((mshape, ratio))
             if ratio >= -self.clip_tol or forced is not None:
+                if len(self.attempts) > 1:
+                    return self._refine(kernel, self.attempts[-2][0], mshape)
                 return mshape
             grown = self._grow(kernel, mshape, cap)
             if grown == mshape or int(np.prod(grown)) > max_cells:
@@ -244,6 +249,36 @@ class CirculantPrior(GaussianPrior):
                     "prior, raise max_padding/max_cells, or opt in to approximate=True."
                 )
             mshape = grown
+
+    def _refine(
+        self, kernel: Covariance, failed: tuple[int, ...], passed: tuple[int, ...]
+    ) -> tuple[int, ...]:
+        """Bisect between the last failing and the first passing torus for a smaller PSD one.
+
+        Growth by ×GROWTH overshoots by up to that factor per axis (a 1024² lattice sized for
+        range 0.5 went 4608² → 6912², with 4608² short of PSD by 2e-10·λ_max).  The candidates
+        are the points ``failed + t (passed − failed)`` rounded up to fast FFT lengths; a
+        bisection over ``t`` costs a few spectra (each far cheaper than one sampling sweep on
+        the bigger torus) and only ever returns a size whose spectrum was checked.
+        """
+        def at(t: float) -> tuple[int, ...]:
+            pairs = zip(failed, passed, strict=True)
+            return tuple(min(_nice(math.ceil(f + t * (p - f))), p) for f, p in pairs)
+
+        lo, hi, best = 0.0, 1.0, passed
+        for _ in range(REFINE_STEPS):
+            mid = 0.5 * (lo + hi)
+            cand = at(mid)
+            if cand == best or cand == failed:
+                break
+            lam = self._spectrum(kernel, cand)
+            ratio = float(lam.min() / lam.max())
+            self.attempts.append((cand, ratio))
+            if ratio >= -self.clip_tol:
+                hi, best = mid, cand
+            else:
+                lo = mid
+        return best
 
     def _grow(
         self, kernel: Covariance, mshape: tuple[int, ...], cap: tuple[int, ...]

@@ -81,18 +81,37 @@ def test_sizing_grows_the_torus_for_long_ranges(shape, kernel):
     assert len(p.attempts) > 1
     sizes = [a[0] for a in p.attempts]
     ratios = [a[1] for a in p.attempts]
-    assert all(r < -CLIP_TOL for r in ratios[:-1])  # every rejected size was really not PSD
-    assert ratios[-1] >= -CLIP_TOL
-    assert p.embedding_shape == sizes[-1]
-    for earlier, later in itertools.pairwise(sizes):
+    first_pass = next(i for i, r in enumerate(ratios) if r >= -CLIP_TOL)
+    assert first_pass > 0
+    # growth phase: strictly growing sizes, every one before the first PSD torus really not PSD
+    for earlier, later in itertools.pairwise(sizes[: first_pass + 1]):
         assert all(b >= a for a, b in zip(earlier, later, strict=True))
         assert later != earlier
+    # refinement: the chosen torus was checked, is PSD, no larger than the first PSD one, and
+    # every smaller size tried was really not PSD
+    chosen = p.embedding_shape
+    assert chosen in sizes and ratios[sizes.index(chosen)] >= -CLIP_TOL
+    assert all(c <= f for c, f in zip(chosen, sizes[first_pass], strict=True))
+    for size, ratio in zip(sizes, ratios, strict=True):
+        if size != chosen and all(a <= c for a, c in zip(size, chosen, strict=True)):
+            assert ratio < -CLIP_TOL
     assert all(m >= 2 * (n - 1) for m, n in zip(p.embedding_shape, shape, strict=True))
     # independent check of the final embedding's spectrum (numpy full FFT)
     lam = full_spectrum(p)
     assert lam.min() >= -CLIP_TOL * lam.max()
     assert p.padding == tuple(m / n for m, n in zip(p.embedding_shape, shape, strict=True))
     assert p.n_clipped_approximate == 0
+
+
+def test_sizing_bisects_back_the_growth_overshoot():
+    # 64² lattice of spacing 1/64, Matérn 3/2 sized for range 0.5: growth ×1.5 passes first at
+    # 288², the bisection finds 240² PSD (216² is not) — 1.44× fewer cells per FFT
+    p = CirculantPrior(Lattice((64, 64), spacing=1 / 64), Matern(1.5, range=0.2), max_range=0.5)
+    sizes = [a[0] for a in p.attempts]
+    assert (288, 288) in sizes
+    assert p.embedding_shape == (240, 240)
+    lam = full_spectrum(p, Matern(1.5, range=0.5))
+    assert lam.min() >= -CLIP_TOL * lam.max()
 
 
 def test_max_range_sizes_the_torus_for_the_larger_range():
