@@ -21,6 +21,7 @@ plans; draws are bitwise identical for 1 and 2 FFT threads, tested).  Pass
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -36,6 +37,8 @@ DEFAULT_PLANNER = "FFTW_ESTIMATE"
 
 #: below this many torus cells FFTs run on one thread (thread hand-over costs more than the FFT)
 SMALL_FFT = 4096
+# FFTW's planner is not thread safe (plans may be executed concurrently, not made concurrently)
+_PLAN_LOCK = threading.Lock()
 
 
 def default_threads(size: int | None = None) -> int:
@@ -90,17 +93,23 @@ class RealFFTPlans:
 
     def _plan(self) -> tuple[pyfftw.FFTW, pyfftw.FFTW]:
         if self._fwd is None:
-            real = pyfftw.empty_aligned(self.torus_shape, dtype=np.float64)
-            cplx = pyfftw.empty_aligned(self.half_shape, dtype=np.complex128)
-            # MEASURE overwrites the buffers while planning: plan before any data goes in.
-            self._fwd = pyfftw.FFTW(real, cplx, axes=tuple(range(real.ndim)),
-                                    direction="FFTW_FORWARD", flags=(self.planner_effort,),
-                                    threads=self.threads)
-            self._bwd = pyfftw.FFTW(cplx, real, axes=tuple(range(real.ndim)),
-                                    direction="FFTW_BACKWARD",
-                                    flags=(self.planner_effort, "FFTW_DESTROY_INPUT"),
-                                    threads=self.threads)
+            with _PLAN_LOCK:
+                if self._fwd is None:
+                    self._make_plans()
         return self._fwd, self._bwd
+
+    def _make_plans(self) -> None:
+        real = pyfftw.empty_aligned(self.torus_shape, dtype=np.float64)
+        cplx = pyfftw.empty_aligned(self.half_shape, dtype=np.complex128)
+        # MEASURE overwrites the buffers while planning: plan before any data goes in.
+        fwd = pyfftw.FFTW(real, cplx, axes=tuple(range(real.ndim)),
+                          direction="FFTW_FORWARD", flags=(self.planner_effort,),
+                          threads=self.threads)
+        self._bwd = pyfftw.FFTW(cplx, real, axes=tuple(range(real.ndim)),
+                                direction="FFTW_BACKWARD",
+                                flags=(self.planner_effort, "FFTW_DESTROY_INPUT"),
+                                threads=self.threads)
+        self._fwd = fwd  # last: _plan's unlocked check reads _fwd
 
     @property
     def real_buffer(self) -> np.ndarray:

@@ -40,6 +40,7 @@ of the last-axis planes 0 and M/2 (which pair up inside the half-spectrum) made 
 from __future__ import annotations
 
 import math
+import threading
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -206,6 +207,8 @@ class CirculantPrior(GaussianPrior):
         self.state_shape = self.white_shape = self.embedding_shape = mshape
         self.padding = tuple(m / n for m, n in zip(mshape, self.shape, strict=True))
         self._plans = RealFFTPlans(mshape, planner_effort=planner_effort, threads=fft_threads)
+        # single-threaded plans per calling thread, shared with with_params copies
+        self._thread_plans: dict[int, RealFFTPlans] = {}
         self._weights = self._plans.half_weights()
         self._set_kernel(kernel)
 
@@ -494,19 +497,34 @@ class CirculantPrior(GaussianPrior):
         zeta *= 1.0 / math.sqrt(2.0)
         return zeta
 
-    def colorize_spectrum(self, zeta: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    def colorize_spectrum(self, zeta: np.ndarray, out: np.ndarray | None = None, *,
+                          own_thread: bool = False) -> np.ndarray:
         """Torus fields from unitary white half-spectra: ``f = irfftn(√λ · √M ζ)``.
 
         Parameters
         ----------
         zeta : ndarray of complex, shape (n_chains, *half_shape)
         out : ndarray, shape (n_chains, *state_shape), optional
+        own_thread : bool
+            Use single-threaded plans owned by the calling thread, so several threads may
+            colourise different chains at once (chain-level parallelism scales better than
+            FFTW's own threads on one field: measured at 1024²).  The numbers are the same:
+            FFTW_ESTIMATE plans give bitwise identical transforms with 1 and 2 threads (tested).
 
         Returns
         -------
         ndarray, shape (n_chains, *state_shape)
         """
-        return self._plans.backward(zeta, self._get("color_mult"), out=out)
+        plans = self._own_thread_plans() if own_thread else self._plans
+        return plans.backward(zeta, self._get("color_mult"), out=out)
+
+    def _own_thread_plans(self) -> RealFFTPlans:
+        key = threading.get_ident()
+        plans = self._thread_plans.get(key)
+        if plans is None:  # setdefault is atomic: one instance per thread even under a race
+            plans = self._thread_plans.setdefault(key, RealFFTPlans(
+                self.embedding_shape, planner_effort=self._plans.planner_effort, threads=1))
+        return plans
 
     def spectrum(self, x: np.ndarray) -> np.ndarray:
         """Unitary half-spectra ``rfftn(x)/√M`` of torus fields ``(n_chains, *state_shape)``."""

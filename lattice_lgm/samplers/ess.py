@@ -69,7 +69,9 @@ def _draw_aux(model: LatentGaussianModel, state: LatentState,
 
     The white vectors are drawn in parallel threads, one chain per task from the chain's own
     stream (NumPy fills arrays without the GIL), so the numbers do not depend on the thread
-    count; the colouring runs chain by chain (FFT plans are not shared across threads).
+    count.  Circulant priors colour in the same task with the thread's own single-threaded FFT
+    plans (bitwise the same transform as the shared multi-threaded plan); other backends
+    colour chain by chain afterwards (their solvers are not shared across threads).
     """
     ops = white_ops(model.prior)
     n = state.n_chains
@@ -77,16 +79,22 @@ def _draw_aux(model: LatentGaussianModel, state: LatentState,
     wn = scratch.get("white", wshape, state.white.dtype)
     nu = scratch.get("nu", state.f.shape, np.float64)
 
+    parallel = n > 1 and wn[0].size >= 65536 and numba.get_num_threads() > 1
+    fused = parallel and ops.thread_safe_colorize
+
     def draw(c: int) -> None:
         ops.draw(state.priors[c], rngs[c], out=wn[c])
+        if fused:
+            ops.colorize(state.priors[c], wn[c:c + 1], out=nu[c:c + 1], own_thread=True)
 
-    if n > 1 and wn[0].size >= 65536 and numba.get_num_threads() > 1:
+    if parallel:
         list(_pool().map(draw, range(n)))
     else:
         for c in range(n):
             draw(c)
-    for c, p in enumerate(state.priors):
-        ops.colorize(p, wn[c:c + 1], out=nu[c:c + 1])
+    if not fused:
+        for c, p in enumerate(state.priors):
+            ops.colorize(p, wn[c:c + 1], out=nu[c:c + 1])
     beta_nu = np.zeros_like(state.beta)
     if model.n_beta:
         for c, r in enumerate(rngs):

@@ -60,6 +60,8 @@ class WhiteOps:
     """White representation for dense and GMRF priors: real white noise, ``f = prior.colorize``."""
 
     dtype = np.float64
+    #: whether :meth:`colorize` may run for different chains in different threads at once
+    thread_safe_colorize = False
 
     def shape(self, prior: GaussianPrior) -> tuple[int, ...]:
         """Shape of one chain's white vector."""
@@ -74,8 +76,12 @@ class WhiteOps:
         return out
 
     def colorize(self, prior: GaussianPrior, w: np.ndarray,
-                 out: np.ndarray | None = None) -> np.ndarray:
-        """``(n, *white) -> (n, *state)``: fields ``W(θ) w`` (into ``out`` when given)."""
+                 out: np.ndarray | None = None, *, own_thread: bool = False) -> np.ndarray:
+        """``(n, *white) -> (n, *state)``: fields ``W(θ) w`` (into ``out`` when given).
+
+        ``own_thread`` is accepted for a uniform signature; only representations with
+        ``thread_safe_colorize`` may be called from several threads at once.
+        """
         f = prior.colorize(w)
         if out is None:
             return f
@@ -92,6 +98,7 @@ class SpectralWhiteOps(WhiteOps):
     """White representation for circulant priors: the unitary half-spectrum ``ζ`` (complex)."""
 
     dtype = np.complex128
+    thread_safe_colorize = True  # with own_thread=True: per-thread single-threaded FFT plans
 
     def shape(self, prior: GaussianPrior) -> tuple[int, ...]:
         return prior.half_shape  # type: ignore[attr-defined]
@@ -101,8 +108,8 @@ class SpectralWhiteOps(WhiteOps):
         return prior.draw_spectrum(rng, out=out)  # type: ignore[attr-defined]
 
     def colorize(self, prior: GaussianPrior, w: np.ndarray,
-                 out: np.ndarray | None = None) -> np.ndarray:
-        return prior.colorize_spectrum(w, out=out)  # type: ignore[attr-defined]
+                 out: np.ndarray | None = None, *, own_thread: bool = False) -> np.ndarray:
+        return prior.colorize_spectrum(w, out=out, own_thread=own_thread)  # type: ignore[attr-defined]
 
     def whiten(self, prior: GaussianPrior, f: np.ndarray,
                rng: np.random.Generator | None = None) -> np.ndarray:

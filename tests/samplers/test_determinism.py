@@ -94,10 +94,20 @@ def test_large_fields_use_the_noise_pool_deterministically():
     counts = np.random.default_rng(1).poisson(0.5, size=lat.shape)
     model = LatentGaussianModel(prior, Poisson(counts))
     out = []
-    for chains in ([0, 1], [1]):
-        rngs = chain_rngs(3, chains)
-        state = init_state(model, rngs, chains=chains)
-        for _ in range(2):
-            state, _ = EllipticalSlice(model).step(state, rngs)
-        out.append(state)
-    _assert_same(out[0], out[1], 1, 0)
+    # two chains with 2 threads (noise and colouring fused per chain in the pool, one
+    # single-threaded FFT plan per thread), with 1 thread (serial, the shared plan), and chain 1
+    # alone: chain 1 must agree bitwise in all three
+    runs = [([0, 1], 2), ([0, 1], 1), ([1], 2)]
+    before = numba.get_num_threads()
+    try:
+        for chains, threads in runs:
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+            rngs = chain_rngs(3, chains)
+            state = init_state(model, rngs, chains=chains)
+            for _ in range(2):
+                state, _ = EllipticalSlice(model).step(state, rngs)
+            out.append(state)
+    finally:
+        numba.set_num_threads(before)
+    _assert_same(out[0], out[2], 1, 0)
+    _assert_same(out[1], out[2], 1, 0)
