@@ -25,7 +25,8 @@ def test_sampling_benchmark_quick_writes_json(tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     res = json.loads(dest.read_text())
     assert res["errors"] == [], res["errors"]
-    assert {"mixing", "ess_speed", "threads", "dense_ratio", "targets", "machine"} <= set(res)
+    assert {"mixing", "equal", "equal_ratio", "ess_speed", "threads", "dense_ratio", "targets",
+            "machine"} <= set(res)
 
     ran = [r for r in res["mixing"] if "ess" in r]
     assert {r["backend"] for r in ran} == {"circulant", "gmrf", "dense"}
@@ -39,9 +40,21 @@ def test_sampling_benchmark_quick_writes_json(tmp_path):
         assert r["n_cov"] > 0 and r["n_loglik"] > 0
     assert any(r["backend"] == "circulant" and _positive(r["padding"][0]) for r in ran)
 
+    eq = [r for r in res["equal"] if "ess" in r]
+    assert {r["backend"] for r in eq} == {"circulant", "dense"}
+    assert len({r["sweeps"] for r in eq}) == 1  # exactly the same number of sweeps each
+    for r in eq:
+        assert all(_positive(r["ess_per_sweep"][k]) for k in ("sd", "range", "mean"))
+        assert all(len(r["ess_chain"][k]) == r["chains"] for k in ("sd", "range", "mean"))
+    assert res["equal_ratio"] and all(
+        _positive(v) for e in res["equal_ratio"] for v in e["ratio"].values())
+
     assert res["dense_ratio"]
     for d in res["dense_ratio"]:
         assert all(_positive(v) for v in d["lower_bound"].values())
+        assert _positive(d["cost_ratio"]) and d["basis"]
+    assert any(d["min_estimate"] is not None for d in res["dense_ratio"]
+               if d["backend"] == "circulant" and d["representation"] == "prior-white")
 
     speed = res["ess_speed"]
     assert {r["backend"] for r in speed} == {"circulant", "dense"}

@@ -15,16 +15,23 @@ Sections (each case runs in a fresh subprocess, as ``priors.py``):
   updates), per backend × representation, at 64², 256² and 1024².  Circulant: torus sized for
   the range prior's upper bound 0.5; GMRF: Matérn-SPDE α = 2 (ν = 1), spectral solver, padded by
   one upper-bound range (0.5) per side — its site representations (``surr-*``, ``post-*``)
-  factor ``Q + Π`` with CHOLMOD and run up to 256² only; dense: LAPACK, at 64² only.  Each case
+  factor ``Q + Π`` with CHOLMOD per proposal and run at 64² only; dense: LAPACK, at 64² only,
+  ``fixed`` and ``prior-white`` (the representations with a circulant twin).  Each case
   runs to 300 sweeps, or stops after 120 s once 50 sweeps are kept, or at 360 s regardless
   (dense: after 240 s and 3 sweeps, or at 600 s); the first 20 % of sweeps are warm-up and are
   excluded from ESS and from the time.  Rows with fewer than 50 kept sweeps are flagged
   ``reliable: false`` (expect that at 256² and above: sweeps there take seconds to minutes —
   the circulant torus for range ≤ 0.5 is 4.5–6.75× the window per axis).
   The dense path is far too slow at 64² for a usable ESS in a budget (a covariance
-  construction is a 4096² Cholesky), so the "≥ 100× dense" figure is given two ways: measured
-  (when the dense row is reliable) and as a lower bound that assumes the dense ESS is at most
-  its number of draws (``4 × kept sweeps``).
+  construction is a 4096² Cholesky), so the "≥ 100× dense" figure is given three ways: measured
+  (when the dense row is reliable); estimated as the ratio of seconds per sweep at 64² times the
+  ratio of ESS per sweep measured by ``equal``; and as a lower bound that assumes the dense ESS
+  is at most its number of draws (``4 × kept sweeps``).
+* ``equal`` — circulant and dense ``prior-white`` chains on the same data at 32² (where a dense
+  sweep takes seconds), exactly 400 sweeps each: the ratio of their ESS per sweep, with a rough
+  standard error from the spread of the four chains' own ESS.  It tests the assumption behind
+  the estimate above — that the two backends' chains mix alike per sweep, which they need not:
+  the circulant white state lives on the torus, the dense one on the window.
 * ``ess_speed`` — circulant elliptical slice steps (4 chains, fixed hyperparameters, torus sized
   for the true range 0.2, ``in_place=True`` as inside a Gibbs sweep) at 64², 256²–2048², against the
   floor measured in the same process, in interleaved (step, floor) pairs: per chain, white noise
@@ -45,6 +52,7 @@ Usage::
     python benchmarks/perf/sampling.py --quick    # ~1–2 min (run by a test), see below
     python benchmarks/perf/sampling.py --sections ess_speed threads
     python benchmarks/perf/sampling.py --sections mixing --mix-sizes 64 --budget 60
+    python benchmarks/perf/sampling.py --sections equal --merge   # add to sampling.json
 
 ``--quick`` runs every section at stand-in sizes with tiny budgets — mixing at 16² (dense: fixed
 and prior-white only, ≥ 4 kept sweeps: the ESS figures are placeholders), ESS speed at 64² and
@@ -79,8 +87,11 @@ WARMUP = 0.2
 HYPER = ("sd", "range", "mean")
 TRACES = (*HYPER, "loglik")
 SITE_REPS = ("surr-site", "surr-taylor", "post-site", "post-taylor")  # CHOLMOD on a GMRF
-CHOLMOD_MAX = 256
-SECTIONS = ("mixing", "ess_speed", "threads")
+#: GMRF site representations factor Q + Π with CHOLMOD per proposal: 60–80 ms at the 128² state
+#: of 64² (192 Mflop per factorisation at ≈2.5 GFlop/s), so 256² (a 384² state) would get a few
+#: sweeps in the budget — too few for an ESS; they run at 64² only
+CHOLMOD_MAX = 64
+SECTIONS = ("mixing", "equal", "ess_speed", "threads")
 
 TARGET_FLOOR, TARGET_THREADS, TARGET_DENSE = 1.5, 1.7, 100.0
 
@@ -88,9 +99,10 @@ TARGET_FLOOR, TARGET_THREADS, TARGET_DENSE = 1.5, 1.7, 100.0
 MODES = {
     "full": {
         "mix_sizes": (64, 256, 1024), "dense_n": 64,
-        "max_sweeps": 300, "budget_s": 120.0, "cap_s": 360.0, "min_kept": 50,
+        "max_sweeps": 1000, "budget_s": 120.0, "cap_s": 360.0, "min_kept": 50,
         "dense_budget_s": 240.0, "dense_cap_s": 600.0, "dense_min_sweeps": 3,
-        "dense_reps": None,
+        "dense_reps": ("fixed", "prior-white"),
+        "equal_n": 32, "equal_sweeps": 400, "equal_reps": ("prior-white",),
         "ess_sizes": (64, 256, 512, 1024, 2048), "ess_dense_n": 64,
         "ess_repeats": {512: 15, 1024: 11, 2048: 7}, "ess_warm": 5,
         "threads_n": 1024, "threads_rounds": 2, "floor_n": 1024,
@@ -100,6 +112,7 @@ MODES = {
         "max_sweeps": 30, "budget_s": 1.0, "cap_s": 60.0, "min_kept": 4,
         "dense_budget_s": 1.0, "dense_cap_s": 60.0, "dense_min_sweeps": 5,
         "dense_reps": ("fixed", "prior-white"),
+        "equal_n": 12, "equal_sweeps": 12, "equal_reps": ("prior-white",),
         "ess_sizes": (64, 128), "ess_dense_n": 16,
         "ess_repeats": {}, "ess_warm": 2, "quick_repeats": 5,
         "threads_n": 128, "threads_rounds": 1, "floor_n": 128,
@@ -181,16 +194,20 @@ def _summarise_chain(rep: str, tr: dict, dts: list, nll: list, ncov: list, n_swe
                  "n_loglik": int(np.sum(nll[warm:])), "n_cov": int(np.sum(ncov[warm:])),
                  "reliable": kept >= min_kept}
     row["draws_per_s"] = N_CHAINS * kept / row["kept_s"] if kept else None
-    ess, rhat, mean, sd = {}, {}, {}, {}
+    ess, rhat, mean, sd, per_chain = {}, {}, {}, {}, {}
     for k in TRACES:
         x = np.asarray(tr[k])[warm:].T  # (chain, draw)
         mean[k], sd[k] = _finite(np.mean(x)) if kept else None, _finite(np.std(x)) if kept else None
         if kept >= MIN_SWEEPS_FOR_ESS - 1:
             ess[k] = _finite(az.ess(x, method="bulk"))
             rhat[k] = _finite(az.rhat(x, method="rank"))
+            # each chain alone: their spread gives a rough standard error of the ESS
+            per_chain[k] = [_finite(az.ess(xc[None, :], method="bulk")) for xc in x]
         else:
             ess[k] = rhat[k] = None
-    row.update(ess=ess, rhat=rhat, post_mean=mean, post_sd=sd)
+    row.update(ess=ess, rhat=rhat, post_mean=mean, post_sd=sd, ess_chain=per_chain)
+    row["ess_per_sweep"] = {k: (v / kept if v is not None and kept else None)
+                            for k, v in ess.items()}
 
     def per(den):
         return {k: (v / den if v is not None and den else None) for k, v in ess.items()}
@@ -201,7 +218,9 @@ def _summarise_chain(rep: str, tr: dict, dts: list, nll: list, ncov: list, n_swe
     return row
 
 
-def run_mixing(backend: str, n: int, cfg: dict) -> list[dict]:
+def run_mixing(backend: str, n: int, cfg: dict, *, reps: tuple[str, ...] | None = None,
+               fixed_sweeps: int | None = None, section: str = "mixing") -> list[dict]:
+    """Gibbs sweeps per representation; a time budget, or exactly ``fixed_sweeps`` sweeps."""
     from lattice_lgm.hyperpriors import Normal, PCPriorRange, PCPriorSD
     from lattice_lgm.models import LatentGaussianModel
     from lattice_lgm.samplers import (
@@ -221,12 +240,14 @@ def run_mixing(backend: str, n: int, cfg: dict) -> list[dict]:
     dense = backend == "dense"
     budget = cfg["dense_budget_s"] if dense else cfg["budget_s"]
     cap = cfg["dense_cap_s"] if dense else cfg["cap_s"]
-    common = {"section": "mixing", "backend": backend, "n": n, "chains": N_CHAINS,
+    common = {"section": section, "backend": backend, "n": n, "chains": N_CHAINS,
               "points": total, "n_latent": N_LATENT, **prior_info(prior)}
     rows = []
     for rep in representations_for(prior):
         base = {**common, "representation": rep}
-        if dense and cfg["dense_reps"] and rep not in cfg["dense_reps"]:
+        if reps is not None and rep not in reps:
+            continue
+        if reps is None and dense and cfg["dense_reps"] and rep not in cfg["dense_reps"]:
             rows.append({**base, "skipped": "not selected (quick mode or --dense-reps)"})
             continue
         if backend == "gmrf" and rep in SITE_REPS:
@@ -237,7 +258,7 @@ def run_mixing(backend: str, n: int, cfg: dict) -> list[dict]:
             if not have_cholmod():
                 rows.append({**base, "skipped": "scikit-sparse not installed"})
                 continue
-        print(f"    mixing {backend} {n}² {rep} ...", file=sys.stderr, flush=True)
+        print(f"    {section} {backend} {n}² {rep} ...", file=sys.stderr, flush=True)
         try:
             rngs = chain_rngs(CHAIN_SEED, N_CHAINS)
             state = init_state(model, rngs)
@@ -256,6 +277,10 @@ def run_mixing(backend: str, n: int, cfg: dict) -> list[dict]:
                 ncov.append(int(info["n_cov"].sum()))
                 s, el = len(dts), time.perf_counter() - t0
                 kept = s - max(1, math.ceil(WARMUP * s))
+                if fixed_sweeps is not None:
+                    if s >= fixed_sweeps:
+                        break
+                    continue
                 enough = s >= cfg["dense_min_sweeps"] if dense else kept >= cfg["min_kept"]
                 if s >= cfg["max_sweeps"] or (el >= budget and enough) or el >= cap:
                     break
@@ -365,6 +390,42 @@ def mixing_cases(cfg: dict) -> list[tuple[str, int]]:
     return [*out, ("dense", cfg["dense_n"])]
 
 
+def equal_cases(cfg: dict) -> list[tuple[str, int]]:
+    return [("circulant", cfg["equal_n"]), ("dense", cfg["equal_n"])]
+
+
+def _ess_per_sweep_se(row: dict, k: str) -> float | None:
+    """Rough standard error of the pooled ESS per sweep from the spread of the chains' ESS."""
+    xs = [v for v in row.get("ess_chain", {}).get(k, []) if v is not None]
+    if len(xs) < 2 or not row["kept"]:
+        return None
+    return float(np.std(xs, ddof=1) * math.sqrt(len(xs)) / row["kept"])
+
+
+def equal_ratios(rows: list[dict]) -> list[dict]:
+    """ESS per sweep of each fast backend over dense's, same representation, equal sweeps."""
+    dense = {r["representation"]: r for r in rows if r.get("backend") == "dense" and "ess" in r}
+    out = []
+    for r in rows:
+        d = dense.get(r.get("representation"))
+        if r.get("backend") == "dense" or d is None or "ess" not in r:
+            continue
+        ratio, se = {}, {}
+        for k in HYPER:
+            a, b = r["ess_per_sweep"].get(k), d["ess_per_sweep"].get(k)
+            if not a or not b:
+                ratio[k] = se[k] = None
+                continue
+            ratio[k] = a / b
+            sa, sb = _ess_per_sweep_se(r, k), _ess_per_sweep_se(d, k)
+            # delta method for a ratio of independent estimates
+            se[k] = (ratio[k] * math.hypot(sa / a, sb / b)
+                     if sa is not None and sb is not None else None)
+        out.append({"backend": r["backend"], "representation": r["representation"],
+                    "n": r["n"], "sweeps": r["sweeps"], "ratio": ratio, "se": se})
+    return out
+
+
 def ess_cases(cfg: dict) -> list[tuple[str, int]]:
     return [("circulant", n) for n in cfg["ess_sizes"]] + [("dense", cfg["ess_dense_n"])]
 
@@ -376,8 +437,15 @@ def _repeats(cfg: dict, n: int) -> int:
     return cfg["ess_repeats"][big[-1]] if big else 21
 
 
-def dense_ratios(rows: list[dict], dense_n: int) -> list[dict]:
-    """Hyperparameter ESS/s of circulant and GMRF over dense, same representation, at dense_n."""
+def dense_ratios(rows: list[dict], dense_n: int, equal: list[dict] | None = None) -> list[dict]:
+    """Hyperparameter ESS/s of circulant and GMRF over dense, same representation, at dense_n.
+
+    Three figures, best first: ``measured`` (when the dense row has enough sweeps for an ESS);
+    ``estimate`` = (dense s/sweep ÷ this s/sweep) × (this ESS/sweep ÷ dense ESS/sweep measured
+    at equal sweeps on the smaller ``equal`` problem, same backend pair and representation);
+    ``lower_bound`` taking the dense ESS as its number of draws.
+    """
+    eq = {(e["backend"], e["representation"]): e for e in (equal or [])}
     dense = {r["representation"]: r for r in rows
              if r.get("backend") == "dense" and r.get("n") == dense_n and "ess" in r}
     out = []
@@ -387,28 +455,39 @@ def dense_ratios(rows: list[dict], dense_n: int) -> list[dict]:
         d = dense.get(r.get("representation"))
         if d is None or "ess" not in r:
             continue
-        measured, bound = {}, {}
+        measured, bound, estimate = {}, {}, {}
+        cost = d["sweep_s_median"] / r["sweep_s_median"]
+        e = eq.get((r["backend"], r["representation"]))
         for k in HYPER:
             v = r["ess_per_s"].get(k)
             dv = d["ess_per_s"].get(k)
             measured[k] = v / dv if v and dv and d["reliable"] else None
             bound[k] = v / d["draws_per_s"] if v and d["draws_per_s"] else None
+            rho = e["ratio"].get(k) if e else None
+            estimate[k] = cost * rho if rho else None
         vals_m = [v for v in measured.values() if v is not None]
         vals_b = [v for v in bound.values() if v is not None]
         min_m = min(vals_m) if len(vals_m) == len(HYPER) else None
         min_b = min(vals_b) if len(vals_b) == len(HYPER) else None
+        vals_e = [v for v in estimate.values() if v is not None]
+        min_e = min(vals_e) if len(vals_e) == len(HYPER) else None
         if not r["reliable"]:
-            met = None
+            met, basis = None, "this row has too few sweeps"
         elif min_m is not None:
-            met = min_m >= TARGET_DENSE
+            met, basis = min_m >= TARGET_DENSE, "measured"
         elif min_b is not None and min_b >= TARGET_DENSE:
-            met = True
+            met, basis = True, "lower bound"
+        elif min_e is not None:
+            met, basis = min_e >= TARGET_DENSE, (
+                f"estimate: cost ratio at {dense_n}² x ESS-per-sweep ratio at "
+                f"{e['n']}² ({e['sweeps']} sweeps each)")
         else:
-            met = None  # a lower bound below the target decides nothing
+            met, basis = None, "no dense ESS and no equal-sweeps ratio"
         out.append({"backend": r["backend"], "representation": r["representation"],
                     "n": dense_n, "measured": measured, "lower_bound": bound,
-                    "min_measured": min_m, "min_lower_bound": min_b,
-                    "dense_reliable": d["reliable"], "met": met})
+                    "cost_ratio": cost, "estimate": estimate,
+                    "min_measured": min_m, "min_lower_bound": min_b, "min_estimate": min_e,
+                    "dense_reliable": d["reliable"], "met": met, "basis": basis})
     return out
 
 
@@ -495,6 +574,9 @@ def main(argv: list[str] | None = None) -> int:
                     default=None, help="mixing: only these backends")
     ap.add_argument("--dense-reps", nargs="+", default=None,
                     help="mixing: only these representations on the dense path")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the sections not run now from the existing --out file and "
+                         "recompute the targets over the union")
     ap.add_argument("--one", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     mode = "quick" if args.quick else "full"
@@ -509,6 +591,9 @@ def main(argv: list[str] | None = None) -> int:
         section, backend, n = args.one[0], args.one[1], int(args.one[2])
         if section == "mixing":
             res = run_mixing(backend, n, cfg)
+        elif section == "equal":
+            res = run_mixing(backend, n, cfg, reps=cfg["equal_reps"],
+                             fixed_sweeps=cfg["equal_sweeps"], section="equal")
         else:
             threads = int(args.one[3]) if len(args.one) > 3 else None
             res = run_ess_speed(backend, n, _repeats(cfg, n), cfg["ess_warm"], threads)
@@ -518,7 +603,12 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
     q = ["--quick"] if args.quick else []
     bud = ["--budget", str(args.budget)] if args.budget is not None else []
-    result: dict = {"mixing": [], "ess_speed": [], "threads": [], "dense_ratio": []}
+    out = args.out or RESULTS / ("sampling_quick.json" if args.quick else "sampling.json")
+    result: dict = {sec: [] for sec in SECTIONS}
+    previous: dict = {}
+    if args.merge and out.exists():
+        previous = json.loads(out.read_text())
+    ran: set = set()  # (section, backend, n) cases run now; merge keeps every other old row
     if "mixing" in args.sections:
         print(f"== mixing: {N_CHAINS} chains, HyperMove(sd, range, mean) + {N_LATENT} ESS "
               "per sweep", flush=True)
@@ -526,6 +616,7 @@ def main(argv: list[str] | None = None) -> int:
         for backend, n in mixing_cases(cfg):
             if args.backends and backend not in args.backends:
                 continue
+            ran.add(("mixing", backend, n))
             rows = _child(["mixing", backend, str(n), *q, *bud, *dreps])
             for r in rows:
                 r.setdefault("backend", backend)
@@ -540,7 +631,34 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     print(f"  {backend:>9} {n:>5}² {r.get('representation', '')}: "
                           f"{r.get('skipped') or r.get('error')}", flush=True)
-        result["dense_ratio"] = dense_ratios(result["mixing"], cfg["dense_n"])
+    if "equal" in args.sections:
+        print(f"== equal: ESS per sweep, {cfg['equal_sweeps']} sweeps each, at "
+              f"{cfg['equal_n']}² ({', '.join(cfg['equal_reps'])})", flush=True)
+        for backend, n in equal_cases(cfg):
+            ran.add(("equal", backend, n))
+            rows = _child(["equal", backend, str(n), *q])
+            for r in rows:
+                r.setdefault("backend", backend)
+                r.setdefault("n", n)
+                if "ess_per_sweep" in r:
+                    e = r["ess_per_sweep"]
+                    print(f"  {backend:>9} {n:>5}² {r['representation']:>12}: ESS/sweep sd "
+                          f"{_f(e['sd'], '.3g')} range {_f(e['range'], '.3g')} mean "
+                          f"{_f(e['mean'], '.3g')} ({r['sweep_s_median']:.3f} s/sweep)",
+                          flush=True)
+                else:
+                    print(f"  {backend:>9} {n:>5}²: {r.get('skipped') or r.get('error')}")
+            result["equal"] += rows
+    if "ess_speed" in args.sections:
+        ran.update(("ess_speed", b, n) for b, n in ess_cases(cfg))
+    if "threads" in args.sections:
+        ran.add(("threads", "circulant", cfg["threads_n"]))
+    for sec in SECTIONS:
+        kept = [r for r in previous.get(sec, [])
+                if (sec, r.get("backend"), r.get("n")) not in ran]
+        result[sec] = kept + result[sec]
+    result["equal_ratio"] = equal_ratios(result["equal"])
+    result["dense_ratio"] = dense_ratios(result["mixing"], cfg["dense_n"], result["equal_ratio"])
     if "ess_speed" in args.sections:
         print("== ess_speed: one elliptical slice step of 4 chains vs its floor", flush=True)
         for backend, n in ess_cases(cfg):
@@ -581,7 +699,8 @@ def main(argv: list[str] | None = None) -> int:
     speedup = _median(t1) / _median(t2) if t1 and t2 else None
     dense_by_rep = {f"{d['backend']}/{d['representation']}": {
         "min_measured": d["min_measured"], "min_lower_bound": d["min_lower_bound"],
-        "met": d["met"]} for d in result["dense_ratio"]}
+        "min_estimate": d["min_estimate"], "cost_ratio": d["cost_ratio"], "met": d["met"],
+        "basis": d["basis"]} for d in result["dense_ratio"]}
     targets = {
         f"ESS step / floor at {fn}^2 (<= {TARGET_FLOOR})": {
             "value": floor_ratio,
@@ -596,13 +715,22 @@ def main(argv: list[str] | None = None) -> int:
     if result["mixing"]:
         print()
         print_mixing(result["mixing"])
+    if result["equal_ratio"]:
+        print("\nESS per sweep over dense's, equal sweeps (± rough SE from the chains' spread)")
+        for e in result["equal_ratio"]:
+            parts = " ".join(f"{k} {_f(e['ratio'][k], '.2f')}±{_f(e['se'][k], '.2f')}"
+                             for k in HYPER)
+            print(f"  {e['backend']:>9} {e['n']:>4}² {e['representation']:>12}: {parts}")
     if result["dense_ratio"]:
         print(f"\nhyperparameter ESS/s over dense at {cfg['dense_n']}² (same representation; "
-              "'≥' = lower bound taking the dense ESS as its number of draws)")
+              "'≥' = lower bound taking the dense ESS as its number of draws; est = s/sweep "
+              "ratio × equal-sweeps ESS ratio)")
         for d in result["dense_ratio"]:
             m = " ".join(f"{k} {_f(d['measured'][k], '.3g')}" for k in HYPER)
             b = " ".join(f"{k} ≥{_f(d['lower_bound'][k], '.3g')}" for k in HYPER)
-            print(f"  {d['backend']:>9} {d['representation']:>12}: measured {m} | {b}")
+            est = " ".join(f"{k} {_f(d['estimate'][k], '.3g')}" for k in HYPER)
+            print(f"  {d['backend']:>9} {d['representation']:>12}: s/sweep ratio "
+                  f"{d['cost_ratio']:.0f} | measured {m} | {b} | est {est}")
     if result["ess_speed"]:
         print()
         print_ess(result["ess_speed"], "elliptical slice step (4 chains) vs floor")
@@ -623,6 +751,7 @@ def main(argv: list[str] | None = None) -> int:
         "versions": {"numpy": np.__version__, "scipy": scipy.__version__,
                      "numba": numba.__version__, "pyfftw": pyfftw.__version__,
                      "arviz": arviz.__version__},
+        "merged_from": previous.get("date") if previous else None,
         "settings": {"mode": mode, **{k: v for k, v in cfg.items() if k != "ess_repeats"},
                      "ess_repeats": {str(k): v for k, v in cfg["ess_repeats"].items()},
                      "sections": args.sections, "chains": N_CHAINS, "n_latent": N_LATENT,
@@ -646,7 +775,6 @@ def main(argv: list[str] | None = None) -> int:
     }
     errors = [r for sec in SECTIONS for r in result[sec] if "error" in r]
     meta["errors"] = errors
-    out = args.out or RESULTS / ("sampling_quick.json" if args.quick else "sampling.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(_clean(meta), indent=2, allow_nan=False))
     print(f"\nwrote {out}  ({meta['runtime_s']:.0f} s)")
@@ -655,9 +783,13 @@ def main(argv: list[str] | None = None) -> int:
           f"(target ≥ {TARGET_THREADS})")
     parts = []
     for k, v in dense_by_rep.items():
-        val = v["min_measured"] if v["min_measured"] is not None else v["min_lower_bound"]
-        pre = "" if v["min_measured"] is not None else "≥"
-        parts.append(f"{k} {pre}{_f(val, '.3g')}")
+        if v["min_measured"] is not None:
+            parts.append(f"{k} {_f(v['min_measured'], '.3g')}")
+        elif v["min_estimate"] is not None:
+            parts.append(f"{k} ≈{_f(v['min_estimate'], '.3g')} (est.; lower bound "
+                         f"≥{_f(v['min_lower_bound'], '.3g')})")
+        else:
+            parts.append(f"{k} ≥{_f(v['min_lower_bound'], '.3g')}")
     print(f"  hyperparameter ESS/s vs dense at {cfg['dense_n']}² (min over sd, range, mean): "
           f"{', '.join(parts) or '-'} (target ≥ {TARGET_DENSE:g})")
     for r in errors:
