@@ -394,8 +394,13 @@ class PCPriorRange(_PositiveTruncated):
         return (self.lam / -log_p) ** (2.0 / self.ndim)
 
     def _statement(self, name: str) -> str:
+        if not math.isfinite(self.upper):
+            return (f"PC prior on {name} (d={self.ndim}): P({name} < {_fmt(self.rho0)}) = "
+                    f"{_fmt(self.alpha)}")
+        # the truncation renormalises: state the probability that actually holds as well
         return (f"PC prior on {name} (d={self.ndim}): P({name} < {_fmt(self.rho0)}) = "
-                f"{_fmt(self.alpha)}{self._truncation(name)}")
+                f"{_fmt(self.alpha)} before truncation to {name} ≤ {_fmt(self.upper)} "
+                f"({_fmt(float(self.cdf(self.rho0)))} after)")
 
     def _params_repr(self) -> str:
         return f"rho0={self.rho0!r}, alpha={self.alpha!r}, ndim={self.ndim}{self._upper_repr()}"

@@ -333,7 +333,9 @@ def test_closed_bounds_of_uniforms():
 # --------------------------------------------------------------------------------------------
 def test_describe():
     assert PCPriorRange(0.1, 0.05, ndim=2, upper=2.0).describe() == (
-        "PC prior on range (d=2): P(range < 0.1) = 0.05, range ≤ 2")
+        # truncation renormalises by exp(-λ/2), λ = -log(0.05)·0.1: 0.05/0.860929 = 0.0580793
+        "PC prior on range (d=2): P(range < 0.1) = 0.05 before truncation to range ≤ 2 "
+        "(0.0580793 after)")
     assert PCPriorRange(0.1, 0.05, ndim=1).describe() == (
         "PC prior on range (d=1): P(range < 0.1) = 0.05")
     assert PCPriorSD(1.0, 0.01).describe() == "PC prior on sd: P(sd > 1) = 0.01"
