@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "BackendUnavailableError",
+    "ConvergenceError",
     "EmbeddingNotPSDError",
     "GeographicCoordinatesError",
     "IntrinsicPriorError",
@@ -87,3 +88,11 @@ class SamplerError(LatticeLGMError, RuntimeError):
     def __init__(self, message: str, state: dict | None = None) -> None:
         super().__init__(message)
         self.state = dict(state or {})
+
+
+class ConvergenceError(LatticeLGMError, RuntimeError):
+    """An iterative fit (e.g. IRLS for a Poisson GLM) did not converge within its iteration cap.
+
+    The message gives the iterations run, the last change of the convergence criterion and the
+    remedy (raise the cap, rescale covariates, check for separation).
+    """
