@@ -20,10 +20,24 @@ from importlib.metadata import PackageNotFoundError, version
 from . import covariance, errors, priors
 from .errors import LatticeLGMError
 from .lattice import Lattice
+from .models import LGCP
+from .window import Window, bin_points, lattice_for_window, read_points
 
 try:
     __version__ = version("lattice-lgm")
 except PackageNotFoundError:  # running from a source tree without installation
     __version__ = "0+unknown"
 
-__all__ = ["Lattice", "LatticeLGMError", "__version__", "covariance", "errors", "priors"]
+__all__ = [
+    "LGCP",
+    "Lattice",
+    "LatticeLGMError",
+    "Window",
+    "__version__",
+    "bin_points",
+    "covariance",
+    "errors",
+    "lattice_for_window",
+    "priors",
+    "read_points",
+]

@@ -1,0 +1,247 @@
+"""The LGCP model glue (models/lgcp.py) and the post-hoc analysis (analysis.py)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from lattice_lgm import LGCP, Lattice, analysis
+from lattice_lgm.errors import InvalidParameterError, UnsupportedOperationError
+from lattice_lgm.hyperpriors import LogNormal, PCPriorRange
+from lattice_lgm.samplers import chain_rngs
+
+
+def _pattern(n=300, seed=0, side=100.0):
+    """Points clustered towards the upper right of a square (x, y order)."""
+    rng = np.random.default_rng(seed)
+    xy = rng.uniform(0, side, size=(3 * n, 2))
+    keep = rng.random(3 * n) < (xy[:, 0] + xy[:, 1]) / (2 * side)
+    return xy[keep][:n]
+
+
+def _covariate(side=100.0, n=40):
+    c = (np.arange(n) + 0.5) * side / n
+    return xr.DataArray(np.add.outer(c, 2 * c), dims=("y", "x"), coords={"y": c, "x": c})
+
+
+@pytest.fixture(scope="module")
+def model():
+    return LGCP(_pattern(), (0, 100, 0, 100), cell_size=6.25, units="m",
+                covariates={"z": _covariate()}, formula="~ z")
+
+
+def test_binning_exposure_and_default_priors(model):
+    assert model.lattice.shape == (16, 16)
+    assert model.counts.sum() == model.n_points == 300
+    assert model.exposure.sum() == pytest.approx(100 * 100)
+    rp, sp, ip = (model.prior_spec[k] for k in ("range", "sd", "mean"))
+    # INLA statements: P(range < L/10) = 0.05 truncated at L/2; P(sd > 2) = 0.05
+    assert rp.upper == pytest.approx(50.0)
+    # the truncation renormalises by the untruncated mass below 50, exp(-λ/50), λ = -log(0.05)·10
+    lam = -math.log(0.05) * 10.0
+    assert float(rp.cdf(10.0)) == pytest.approx(0.05 / math.exp(-lam / 50.0), rel=1e-12)
+    assert float(sp.cdf(2.0)) == pytest.approx(0.95)
+    assert ip.mean == pytest.approx(math.log(300 / 1e4))
+    assert model.prior.sized_for_range == (50.0, 50.0)
+    text = model.describe()
+    for s in ("P(range < 10) = 0.05 before truncation to range ≤ 50 (0.0910282 after)",
+              "P(sd > 2) = 0.05", "Minimum-contrast", "Poisson GLM", "m²"):
+        assert s in text, s
+
+
+def test_start_values_come_from_the_cross_check(model):
+    assert model.min_contrast is not None and model.glm is not None
+    st = model.start
+    assert st["mean"] == pytest.approx(model.glm.intercept - st["sd"] ** 2 / 2)
+    np.testing.assert_array_equal(st["beta"], model.glm.coef)
+    lo, hi = model.prior_spec["range"].lower, model.prior_spec["range"].upper
+    assert lo < st["range"] < hi
+
+
+def test_chain_starts_are_overdispersed_inside_the_supports_and_reproducible(model):
+    a = model.chain_starts(chain_rngs(5, 8))
+    b = model.chain_starts(chain_rngs(5, 8))
+    assert a == b
+    for name in ("sd", "range", "mean"):
+        vals = np.array([t[name] for t in a])
+        hp = model.prior_spec[name]
+        assert np.all((vals > hp.lower) & (vals < hp.upper))
+        assert np.ptp(vals) > 0  # chains start apart
+    zero = model.chain_starts(chain_rngs(5, 2), spread=0.0)
+    assert zero[0]["sd"] == model.start["sd"] and zero[1]["range"] == model.start["range"]
+
+
+def test_refusals():
+    xy = _pattern(50)
+    with pytest.raises(InvalidParameterError, match="exactly one of cell_size"):
+        LGCP(xy, (0, 100, 0, 100))
+    with pytest.raises(InvalidParameterError, match="exactly one of cell_size"):
+        LGCP(xy, (0, 100, 0, 100), cell_size=10.0, shape=(10, 10))
+    with pytest.raises(InvalidParameterError, match="backend"):
+        LGCP(xy, (0, 100, 0, 100), cell_size=10.0, backend="fft")
+    with pytest.raises(InvalidParameterError, match="names covariates"):
+        LGCP(xy, (0, 100, 0, 100), cell_size=10.0, formula="~ z")
+    with pytest.raises(InvalidParameterError, match="allow_dense"):
+        LGCP(xy, (0, 100, 0, 100), cell_size=1.0, backend="dense", cross_check=False)
+    with pytest.raises(InvalidParameterError, match="upper"):
+        LGCP(xy, (0, 100, 0, 100), cell_size=10.0,
+             range_prior=PCPriorRange(10.0, 0.05, 2), cross_check=False)
+    with pytest.raises(InvalidParameterError, match="Hyperprior"):
+        LGCP(xy, (0, 100, 0, 100), cell_size=10.0, sd_prior=1.0)
+    with pytest.raises(UnsupportedOperationError, match="space-time"):
+        LGCP(np.c_[xy, np.zeros(len(xy))], (0, 100, 0, 100),
+             lattice=Lattice((2, 10, 10), spacing=(1.0, 10.0, 10.0)))
+
+
+def test_other_backends_and_user_priors_build():
+    xy = _pattern(80)
+    g = LGCP(xy, (0, 100, 0, 100), cell_size=10.0, backend="gmrf", cross_check=False)
+    assert g.prior.shape == (10, 10)
+    d = LGCP(xy, (0, 100, 0, 100), cell_size=10.0, backend="dense",
+             range_prior=LogNormal(math.log(20.0), 0.5, upper=60.0), cross_check=False)
+    assert d.prior_spec["range"].upper == 60.0
+    assert d.min_contrast is None and d.glm is None
+
+
+# -- analysis -------------------------------------------------------------------------------------
+def _fake_posterior(model, seed=1, chains=2, draws=5):
+    """A posterior Dataset with known values (no sampling), in the documented layout."""
+    rng = np.random.default_rng(seed)
+    lat = model.lattice
+    f = rng.normal(0, 0.5, size=(chains, draws, *lat.shape))
+    ds = xr.Dataset(
+        {"f": (("chain", "draw", *lat.dims), f),
+         "sd": (("chain", "draw"), rng.uniform(0.5, 1.5, (chains, draws))),
+         "range": (("chain", "draw"), rng.uniform(40, 80, (chains, draws))),
+         "mean": (("chain", "draw"), rng.normal(-3.5, 0.1, (chains, draws))),
+         "beta": (("chain", "draw", "covariate"), rng.normal(0, 0.3, (chains, draws, 1)))},
+        coords={"chain": np.arange(chains), "draw": np.arange(draws), "covariate": ["z"],
+                **lat.coords()})
+    return ds
+
+
+def test_intensity_units_and_formula(model):
+    post = _fake_posterior(model)
+    X = np.nan_to_num(model.design.X[..., 0])
+    eta = (post["f"].values + post["mean"].values[..., None, None]
+           + post["beta"].values[..., 0][..., None, None] * X)
+    lam = analysis.intensity(model, post)
+    np.testing.assert_allclose(lam.values, np.exp(eta), rtol=1e-12)
+    assert lam.attrs["units"] == "points per m²"
+    ha = analysis.intensity(model, post, per="ha")
+    np.testing.assert_allclose(ha.values, np.exp(eta) * 1e4, rtol=1e-12)
+    km = analysis.intensity(model, post, per="km2")
+    np.testing.assert_allclose(km.values, np.exp(eta) * 1e6, rtol=1e-12)
+    with pytest.raises(InvalidParameterError, match="per="):
+        analysis.intensity(model, post, per="acre")
+
+
+def test_relative_risk_exceedance_and_totals(model):
+    post = _fake_posterior(model)
+    rr = analysis.relative_risk(post)
+    expect = np.exp(post["f"].values - 0.5 * post["sd"].values[..., None, None] ** 2)
+    np.testing.assert_allclose(rr.values, expect, rtol=1e-12)
+    ex = analysis.exceedance(rr, thresholds=(1.0, 2.0))
+    np.testing.assert_allclose(ex.sel(threshold=1.0).values, (expect > 1.0).mean(axis=(0, 1)))
+    with pytest.raises(InvalidParameterError, match="thresholds"):
+        analysis.exceedance(rr, thresholds=(-1.0,))
+    lam = analysis.intensity(model, post).values
+    tot = analysis.expected_counts(model, post)
+    np.testing.assert_allclose(tot.values, (lam * model.exposure).sum(axis=(2, 3)), rtol=1e-12)
+    # the left half of the window: exactly the left 8 columns of cells
+    half = analysis.expected_counts(model, post, (0, 50, 0, 100))
+    np.testing.assert_allclose(half.values, (lam[..., :8] * model.exposure[:, :8]).sum(
+        axis=(2, 3)), rtol=1e-12)
+    with pytest.warns(UserWarning, match="outside the window"):
+        analysis.expected_counts(model, post, (50, 150, 0, 100))
+
+
+def test_resolution_check_warns_for_coarse_grids(model):
+    post = _fake_posterior(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = analysis.resolution_check(model, post)  # ranges 40-80 m, cells 6.25 m: no warning
+    assert out["h"] == 6.25
+    coarse = post.assign(range=post["range"] * 0 + 20.0)
+    with pytest.warns(UserWarning, match="too coarse"):
+        analysis.resolution_check(model, coarse)
+
+
+def test_a_short_run_gives_a_posterior_in_the_documented_layout(model):
+    rngs = chain_rngs(3, 2)
+    state = model.init_state(rngs)
+    sweep = model.sampler(n_latent=2)
+    states = []
+    for _ in range(3):
+        state, _ = sweep.step(state, rngs)
+        states.append(state)
+    post = analysis.posterior_dataset(model, states)
+    assert post["f"].dims == ("chain", "draw", "y", "x")
+    assert post["f"].shape == (2, 3, 16, 16)
+    assert list(post["beta"]["covariate"].values) == ["z"]
+    # the window field is the state's window cells
+    idx = model.prior.window_index()
+    np.testing.assert_array_equal(post["f"].values[:, -1].reshape(2, -1),
+                                  state.f.reshape(2, -1)[:, idx])
+    s = analysis.summarize(analysis.intensity(model, post))
+    assert set(s.data_vars) == {"mean", "sd", "quantiles"}
+    b, i = model.coefficients_original(post["beta"].values, post["mean"].values)
+    assert b.shape == (2, 3, 1) and i.shape == (2, 3)
+
+
+# -- maps and export ------------------------------------------------------------------------------
+def _map(model):
+    lat = model.lattice
+    vals = np.arange(lat.size, dtype=float).reshape(lat.shape)  # row i = y index i
+    return xr.DataArray(vals, dims=lat.dims, coords=lat.coords(),
+                        attrs={"long_name": "test map", "units": "points per m²"})
+
+
+def test_plot_map_conventions(model):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from lattice_lgm.plotting import plot_map
+
+    da = _map(model)
+    ax = plot_map(da, model, points=True)
+    im = ax.get_images()[0]
+    assert im.origin == "lower"
+    assert tuple(im.get_extent()) == (0.0, 100.0, 0.0, 100.0)
+    assert ax.get_aspect() == 1.0
+    assert "points per m²" in ax.figure.axes[-1].get_ylabel()  # colour bar label with units
+    signed = da - da.mean()
+    ax2 = plot_map(signed, model)
+    norm = ax2.get_images()[0].norm
+    assert norm.vcenter == 0.0 and norm.vmin == -norm.vmax  # diverging, centred at 0
+    with pytest.raises(Exception, match="reduce"):
+        plot_map(da.expand_dims(draw=2), model)
+
+
+def test_geotiff_and_netcdf_keep_orientation_and_crs(tmp_path):
+    import rasterio
+
+    from lattice_lgm.plotting import to_geotiff, to_netcdf
+
+    m = LGCP(_pattern(60) * [1.0, 0.5], (0, 100, 0, 50), cell_size=10.0, units="m",
+             crs="EPSG:32617", cross_check=False)
+    da = _map(m)
+    to_geotiff(da, tmp_path / "m.tif", m)
+    with rasterio.open(tmp_path / "m.tif") as src:
+        assert src.crs.to_epsg() == 32617
+        band = src.read(1)
+        # the north-east cell (largest y and x) is in the first raster row, last column
+        row, col = src.index(95.0, 45.0)
+        assert (row, col) == (0, 9)
+        assert band[row, col] == da.values[-1, -1]
+        np.testing.assert_array_equal(band[::-1], da.values.astype(np.float32))
+    to_netcdf(da, tmp_path / "m.nc", m)
+    back = xr.open_dataset(tmp_path / "m.nc", engine="h5netcdf")
+    assert back.attrs["crs"] == "EPSG:32617" and "PROJCRS" in back.attrs["crs_wkt"]
+    np.testing.assert_array_equal(back["value"].values if "value" in back else
+                                  back[da.name].values, da.values)
+    back.close()
