@@ -245,3 +245,100 @@ def test_geotiff_and_netcdf_keep_orientation_and_crs(tmp_path):
     np.testing.assert_array_equal(back["value"].values if "value" in back else
                                   back[da.name].values, da.values)
     back.close()
+
+
+# -- model criticism ------------------------------------------------------------------------------
+def _fixed_posterior(model, *, log_lambda, sd, rng_range, f=None, draws=20, seed=0):
+    """A posterior Dataset at fixed hyperparameters; f from the prior at (sd, range) or given."""
+    lat = model.lattice
+    if f is None:
+        from lattice_lgm.covariance import Matern
+        from lattice_lgm.priors import CirculantPrior
+
+        prior = CirculantPrior(lat, Matern(model.nu, sd=sd, range=rng_range))
+        f = prior.sample(np.random.default_rng(seed), draws)
+    f = np.asarray(f)[None]
+    n = f.shape[1]
+    coords = {"chain": [0], "draw": np.arange(n), **lat.coords()}
+    data = {"f": (("chain", "draw", *lat.dims), f),
+            "sd": (("chain", "draw"), np.full((1, n), sd)),
+            "range": (("chain", "draw"), np.full((1, n), rng_range)),
+            "mean": (("chain", "draw"), np.full((1, n), log_lambda))}
+    return xr.Dataset(data, coords=coords)
+
+
+def test_predictive_patterns_have_the_right_count_and_stay_in_the_window():
+    from shapely.geometry import Polygon
+
+    outer = [(0, 0), (100, 0), (100, 100), (0, 100)]
+    hole = [(30, 30), (70, 30), (70, 70), (30, 70)]
+    geom = Polygon(outer, [hole])
+    xy = np.array([[10.0, 10.0], [90.0, 90.0], [10.0, 90.0], [90.0, 10.0], [50.0, 10.0]])
+    m = LGCP(xy, geom, cell_size=12.5, cross_check=False)
+    lam0 = 0.05  # points per unit², so E N = 0.05 · 8400 = 420
+    post = _fixed_posterior(m, log_lambda=math.log(lam0), sd=1.0, rng_range=20.0,
+                            f=np.zeros((1, *m.lattice.shape)))
+    pats = analysis.predictive_patterns(m, post, 200, np.random.default_rng(1))
+    counts = np.array([len(p) for p in pats])
+    expect = lam0 * geom.area
+    # Poisson total: 200 replicates, mean within 4 SE (false-failure rate 6e-5)
+    assert abs(counts.mean() - expect) < 4 * math.sqrt(expect / 200)
+    allpts = np.concatenate(pats)
+    assert m.window.contains(allpts).all()
+    in_hole = (allpts[:, 0] > 30) & (allpts[:, 0] < 70) & (allpts[:, 1] > 30) & (allpts[:, 1] < 70)
+    assert not in_hole.any()
+    # uniform within the window: the left half holds half the points (binomial, 4 SE)
+    left = (allpts[:, 0] < 50).mean()
+    assert abs(left - 0.5) < 4 * math.sqrt(0.25 / len(allpts))
+
+
+def test_prior_dataset_draws_the_stated_priors(model):
+    ds = analysis.prior_dataset(model, 400, np.random.default_rng(2))
+    assert ds["f"].shape == (1, 400, 16, 16) and ds["beta"].shape == (1, 400, 1)
+    # P(sd > 2) = 0.05: binomial with n = 400, 4 SE (false-failure rate 6e-5)
+    frac = float((ds["sd"] > 2.0).mean())
+    assert abs(frac - 0.05) < 4 * math.sqrt(0.05 * 0.95 / 400)
+    assert float(ds["range"].max()) <= 50.0
+
+
+def test_second_order_check_holds_its_level_and_has_power():
+    """Data simulated by spatialstats.simulate_lgcp (an independent simulator) on the model's own
+    lattice, checked against predictive patterns of the true model: the MAD envelope test
+    rejects with probability ≤ α = 0.05 (exact Monte Carlo test), so over 16 data sets
+    P(≥ 5 rejections) ≤ 7e-3 (binomial).  Against a Poisson model (f ≡ 0) it must reject often.
+    """
+    from lattice_lgm.covariance import Matern
+    from lattice_lgm.spatialstats import simulate_lgcp
+
+    sd, rng_range, mean, side, h = 1.0, 20.0, math.log(0.04) - 0.5, 100.0, 5.0
+    rej_true = rej_poisson = 0
+    for rep in range(16):
+        rng = np.random.default_rng(100 + rep)
+        pts, _, _ = simulate_lgcp((0, side, 0, side), kernel=Matern(1.5, sd=sd, range=rng_range),
+                                  mean=mean, cell_size=h, rng=rng)
+        m = LGCP(pts, (0, side, 0, side), cell_size=h, cross_check=False)
+        true = _fixed_posterior(m, log_lambda=mean, sd=sd, rng_range=rng_range, draws=19,
+                                seed=rep)
+        out = analysis.second_order_check(m, true, nsim=19, rng=rng, n_theory=5)
+        rej_true += out["envelope"].outside
+        assert out["theory"].shape[0] == 5
+        poisson = _fixed_posterior(m, log_lambda=math.log(len(pts) / side**2), sd=1e-9,
+                                   rng_range=rng_range, f=np.zeros((19, *m.lattice.shape)))
+        rej_poisson += analysis.second_order_check(m, poisson, nsim=19, rng=rng)[
+            "envelope"].outside
+    print(f"rejections: true model {rej_true}/16, Poisson {rej_poisson}/16")
+    assert rej_true <= 4
+    assert rej_poisson >= 12
+
+
+def test_residual_map_limits(model):
+    post = _fake_posterior(model)
+    lam = analysis.intensity(model, post).mean(("chain", "draw")).values
+    raw = (model.counts - lam * model.exposure) / model.exposure
+    tiny = analysis.residual_map(model, post, bandwidth=1e-6)  # no smoothing: per-cell residual
+    np.testing.assert_allclose(tiny.values, raw, rtol=1e-9, atol=1e-12)
+    wide = analysis.residual_map(model, post, bandwidth=1e6)  # flat kernel: the global average
+    glob = (model.counts - lam * model.exposure).sum() / model.exposure.sum()
+    np.testing.assert_allclose(wide.values, glob, rtol=1e-3)
+    with pytest.raises(InvalidParameterError, match="bandwidth"):
+        analysis.residual_map(model, post, bandwidth=0.0)
