@@ -20,7 +20,7 @@ import xarray as xr
 from .errors import BackendUnavailableError, InvalidParameterError, ShapeMismatchError
 from .lattice import Lattice
 
-__all__ = ["plot_map", "to_geotiff", "to_netcdf"]
+__all__ = ["plot_map", "plot_second_order", "to_geotiff", "to_netcdf"]
 
 
 def _map2d(da: xr.DataArray, lattice: Lattice) -> np.ndarray:
@@ -107,6 +107,39 @@ def plot_map(da: xr.DataArray, model: Any, *, ax: Any = None, points: bool = Fal
         if da.attrs.get("units"):
             label = f"{label} ({da.attrs['units']})"
         ax.figure.colorbar(im, ax=ax, label=label, shrink=0.8)
+    return ax
+
+
+def plot_second_order(check: dict[str, Any], *, ax: Any = None, title: str | None = None,
+                      ) -> Any:
+    """Plot the result of :func:`lattice_lgm.analysis.second_order_check`.
+
+    The data's curve, the global envelope of predictive patterns (shaded) and the analytic
+    LGCP pcf ``exp(C_θ(r))`` per posterior draw.
+
+    Returns
+    -------
+    matplotlib Axes
+    """
+    import matplotlib.pyplot as plt
+
+    env, obs, theory = check["envelope"], check["observed"], check.get("theory")
+    r = obs["r"].values
+    if ax is None:
+        _, ax = plt.subplots()
+    ax.fill_between(r, env.lower.values, env.upper.values, color="0.85",
+                    label=f"{100 * (1 - env.alpha):g}% global envelope ({env.nsim} sims)")
+    ax.plot(r, env.central.values, color="0.4", lw=1, ls="--", label="central")
+    if theory is not None:
+        for k, row in enumerate(theory.values):
+            ax.plot(r, row, color="C1", lw=0.5, alpha=0.4,
+                    label="exp(C_θ(r)), posterior draws" if k == 0 else None)
+    ax.plot(r, obs.values, color="k", lw=1.5, label="data")
+    u = check.get("units") or ""
+    ax.set_xlabel(f"r ({u})" if u else "r")
+    ax.set_ylabel("g(r)" if obs.name == "pcf" else "L(r) − r")
+    ax.set_title(title or f"p = {env.p_value:.3g}")
+    ax.legend(frameon=False, fontsize="small")
     return ax
 
 
