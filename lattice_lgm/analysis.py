@@ -98,10 +98,10 @@ def posterior_dataset(model: Any, states: Sequence[Any]) -> xr.Dataset:
     for name in states[0].theta:
         data[name] = (("chain", "draw"), np.stack([s.theta[name] for s in states], axis=1))
     data["loglik"] = (("chain", "draw"), np.stack([s.loglik for s in states], axis=1))
-    if model.design is not None:
+    if model.coef_names:
         data["beta"] = (("chain", "draw", "covariate"),
                         np.stack([s.beta for s in states], axis=1))
-        cd["covariate"] = list(model.design.names)
+        cd["covariate"] = list(model.coef_names)
     coords = {**cd, **{k: v for k, v in lat.coords().items()}}
     return xr.Dataset(data, coords=coords,
                       attrs={"units": lat.units or "", "backend": model.backend})
@@ -122,16 +122,23 @@ def log_intensity(model: Any, posterior: xr.Dataset) -> xr.DataArray:
     -------
     xarray.DataArray, dims (chain, draw, *lattice.dims)
     """
-    _require(posterior, "f", "mean")
-    eta = posterior["f"] + posterior["mean"]
-    if model.design is not None:
+    _require(posterior, "f")
+    eta = posterior["f"]
+    if "mean" in model.model.hyper_names:
+        _require(posterior, "mean")
+        eta = eta + posterior["mean"]
+    else:
+        eta = eta + model.model.mean
+    if model.coef_names:
         _require(posterior, "beta")
-        X = xr.DataArray(np.nan_to_num(model.design.X, nan=0.0),
-                         dims=(*model.lattice.dims, "covariate"),
-                         coords={"covariate": posterior["beta"]["covariate"].values})
+        cols = [] if model.design is None else [np.nan_to_num(model.design.X, nan=0.0)]
+        if len(model.coef_names) > (0 if model.design is None else model.design.p):
+            cols.insert(0, np.ones((*model.lattice.shape, 1)))  # the block intercept
+        X = xr.DataArray(np.concatenate(cols, axis=-1), dims=(*model.lattice.dims, "covariate"),
+                         coords={"covariate": list(model.coef_names)})
         eta = eta + xr.dot(posterior["beta"], X, dim="covariate")
-    if getattr(model.model, "offset", None) is not None:
-        eta = eta + np.asarray(model.model.offset)
+    if model.offset is not None:
+        eta = eta + xr.DataArray(model.offset, dims=model.lattice.dims)
     eta = eta.where(xr.DataArray(model.inside, dims=model.lattice.dims))
     u = model.lattice.units or "unit"
     return eta.rename("log_intensity").assign_attrs(
@@ -300,7 +307,8 @@ def prior_dataset(model: Any, n: int, rng: np.random.Generator) -> xr.Dataset:
     """
     lat = model.lattice
     hp = model.prior_spec
-    draws = {k: np.array([float(hp[k].sample(rng)) for _ in range(n)]) for k in hp}
+    draws = {k: np.array([float(hp[k].sample(rng)) for _ in range(n)])
+             for k in model.model.hyper_names}
     f = np.empty((n, *lat.shape))
     for i in range(n):
         theta = {k: draws[k][i] for k in ("sd", "range")}
@@ -309,11 +317,11 @@ def prior_dataset(model: Any, n: int, rng: np.random.Generator) -> xr.Dataset:
     data = {"f": (("chain", "draw", *lat.dims), f[None])}
     data.update({k: (("chain", "draw"), v[None]) for k, v in draws.items()})
     coords: dict[str, Any] = {"chain": [0], "draw": np.arange(n), **lat.coords()}
-    if model.design is not None:
-        p = model.design.p
+    if model.coef_names:
+        sds = np.asarray(model.model.beta_sd)
         data["beta"] = (("chain", "draw", "covariate"),
-                        model.beta_sd * rng.standard_normal((1, n, p)))
-        coords["covariate"] = list(model.design.names)
+                        sds * rng.standard_normal((1, n, len(sds))))
+        coords["covariate"] = list(model.coef_names)
     return xr.Dataset(data, coords=coords, attrs={"units": lat.units or "", "source": "prior"})
 
 

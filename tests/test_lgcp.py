@@ -365,3 +365,42 @@ def test_bei_builds_with_its_covariates():
     assert b[1] > 0 and m.glm.coef[1] / m.glm.se[2] > 10
     text = m.describe()
     assert "3604 points" in text and "elev" in text and "grad" in text
+
+
+def test_intercept_in_the_gaussian_block(model):
+    m = LGCP(_pattern(), (0, 100, 0, 100), cell_size=6.25, units="m",
+             covariates={"z": _covariate()}, formula="~ z", intercept="block")
+    assert m.model.hyper_names == ("sd", "range")
+    assert m.coef_names == ["(intercept)", "z"]
+    centre = math.log(300 / 1e4)
+    np.testing.assert_allclose(m.offset, centre)
+    np.testing.assert_allclose(m.model.beta_sd, [5.0, 1.0])
+    # the same log-intensity as the hyper model when block intercept + centre = mean
+    post = _fake_posterior(model)
+    stacked = np.stack([post["mean"].values - centre, post["beta"].values[..., 0]], axis=-1)
+    blk = post.drop_vars(["mean", "beta", "covariate"]).assign(
+        beta=(("chain", "draw", "covariate"), stacked)).assign_coords(covariate=m.coef_names)
+    np.testing.assert_allclose(analysis.log_intensity(m, blk).values,
+                               analysis.log_intensity(model, post).values, rtol=1e-12)
+    b, i = m.coefficients_original(blk["beta"].values)
+    b2, i2 = model.coefficients_original(post["beta"].values, post["mean"].values)
+    np.testing.assert_allclose(b, b2, rtol=1e-12)
+    np.testing.assert_allclose(i, i2, rtol=1e-12)
+    rngs = chain_rngs(4, 2)
+    state = m.init_state(rngs)
+    state, _ = m.sampler(n_latent=2).step(state, rngs)
+    assert state.beta.shape == (2, 2)
+    with pytest.raises(InvalidParameterError, match="intercept"):
+        LGCP(_pattern(), (0, 100, 0, 100), cell_size=10.0, intercept="free")
+    with pytest.raises(InvalidParameterError, match="Normal intercept_prior"):
+        LGCP(_pattern(), (0, 100, 0, 100), cell_size=10.0, intercept="block",
+             intercept_prior=LogNormal(0.0, 1.0))
+
+
+def test_a_user_offset_enters_the_intensity(model):
+    off = np.full((16, 16), 0.7)
+    m = LGCP(_pattern(), (0, 100, 0, 100), cell_size=6.25, units="m",
+             covariates={"z": _covariate()}, formula="~ z", offset=off, cross_check=False)
+    post = _fake_posterior(model)
+    np.testing.assert_allclose(analysis.log_intensity(m, post).values,
+                               analysis.log_intensity(model, post).values + 0.7, rtol=1e-12)

@@ -63,6 +63,8 @@ DENSE_MAX_CELLS = 4096
 BACKENDS = ("circulant", "gmrf", "dense")
 #: log-scale spread of overdispersed chain starts
 START_SPREAD = 0.3
+#: name of the intercept's coefficient when it sits in the Gaussian block
+INTERCEPT = "(intercept)"
 
 
 class LGCP:
@@ -103,6 +105,13 @@ class LGCP:
         ``upper`` bound for the circulant backend.
     beta_sd : float
         Prior sd of the standardised coefficients (Gaussian block).
+    intercept : {"hyper", "block"}
+        ``"hyper"`` (default, Murray & Adams' way): the intercept is the ``mean``
+        hyperparameter, moved by the hyperparameter slice sampler.  ``"block"``: it sits in the
+        Gaussian block with the coefficients (DESIGN §4), as ``offset log(n/|W|)`` plus a
+        coefficient ``~ N(0, s²)`` on a constant column, where ``Normal(log(n/|W|), s)`` is the
+        (Normal) ``intercept_prior``; elliptical slice sampling then rotates it jointly with the
+        field, which decorrelates it from the field's low frequencies.
     offset : ndarray, shape lattice.shape, optional
         A fixed offset added to ``log λ`` (e.g. a log-baseline).
     outside : {"raise", "drop"}
@@ -149,6 +158,7 @@ class LGCP:
         sd_prior: Hyperprior | None = None,
         intercept_prior: Hyperprior | None = None,
         beta_sd: float = BETA_SD,
+        intercept: str = "hyper",
         offset: np.ndarray | None = None,
         outside: str = "raise",
         allow_dense: bool = False,
@@ -156,6 +166,10 @@ class LGCP:
     ) -> None:
         from ..window import Window, bin_points, lattice_for_window, read_points
 
+        if intercept not in ("hyper", "block"):
+            raise InvalidParameterError(
+                f"intercept={intercept!r} must be 'hyper' (the mean hyperparameter) or 'block' "
+                "(in the Gaussian block with the coefficients).")
         if backend not in BACKENDS:
             raise InvalidParameterError(
                 f"backend={backend!r} is not one of {BACKENDS}; 'circulant' is the default for "
@@ -197,6 +211,7 @@ class LGCP:
         self.area = float(self.exposure.sum())
         self.beta_sd = positive_float("beta_sd", beta_sd, "a prior sd > 0, e.g. 1.0")
         self.design = self._build_design(formula, covariates, regrid, center, scale)
+        self.intercept = intercept
         self.prior_spec = self._priors(range_prior, sd_prior, intercept_prior)
         self.backend, self.nu, self.alpha = backend, float(nu), int(alpha)
         self.min_contrast = self.glm = None
@@ -206,10 +221,23 @@ class LGCP:
         self.prior = self._field_prior(allow_dense)
         self.likelihood = Poisson(self.counts, exposure=np.where(self.inside, self.exposure, 1.0),
                                   mask=self.inside)
-        cov = None if self.design is None else np.nan_to_num(self.design.columns, nan=0.0)
+        self.offset = self._offset(offset)
+        cols = [] if self.design is None else list(np.nan_to_num(self.design.columns, nan=0.0))
+        sds = [self.beta_sd] * len(cols)
+        #: names of the Gaussian-block coefficients (``beta`` in the posterior)
+        self.coef_names = [] if self.design is None else list(self.design.names)
+        hyper = dict(self.prior_spec)
+        mean0 = self.start["mean"]
+        if intercept == "block":
+            ip = hyper.pop("mean")
+            cols.insert(0, np.ones(lattice.shape))
+            sds.insert(0, ip.sd)
+            self.coef_names.insert(0, INTERCEPT)
+            mean0 = 0.0
         self.model = LatentGaussianModel(
-            self.prior, self.likelihood, hyperpriors=self.prior_spec, mean=self.start["mean"],
-            offset=offset, covariates=cov, beta_sd=self.beta_sd,
+            self.prior, self.likelihood, hyperpriors=hyper, mean=mean0,
+            offset=self.offset, covariates=np.array(cols) if cols else None,
+            beta_sd=np.array(sds) if sds else 1.0,
         )
 
     # -- construction steps -------------------------------------------------------------------
@@ -233,6 +261,23 @@ class LGCP:
         return build_design(formula, dict(covariates), self.lattice, inside=self.inside,
                             methods=regrid, center=center, scale=scale, weights=self.exposure)
 
+    def _offset(self, offset: np.ndarray | None) -> np.ndarray | None:
+        """The full fixed offset of ``log λ`` (None when there is none).
+
+        The user's offset, plus the intercept's prior centre when the intercept sits in the
+        Gaussian block (its coefficient has prior mean 0).
+        """
+        out = None
+        if offset is not None:
+            out = np.asarray(offset, dtype=np.float64)
+            if out.shape != self.lattice.shape:
+                raise InvalidParameterError(
+                    f"offset has shape {out.shape}; it must be the lattice's {self.lattice.shape}.")
+        if self.intercept == "block":
+            centre = self.prior_spec["mean"].mean
+            out = centre + (0.0 if out is None else out) + np.zeros(self.lattice.shape)
+        return out
+
     def _priors(self, range_prior, sd_prior, intercept_prior) -> dict[str, Hyperprior]:
         L = self.window_scale
         ndim = self.lattice.ndim
@@ -250,6 +295,10 @@ class LGCP:
                     f"{name}={hp!r} must be a lattice_lgm.hyperpriors.Hyperprior, e.g. "
                     "PCPriorRange(rho0, alpha, ndim, upper=...)."
                 )
+        if self.intercept == "block" and not isinstance(intercept_prior, Normal):
+            raise InvalidParameterError(
+                f"intercept='block' needs a Normal intercept_prior (got {intercept_prior!r}): "
+                "the Gaussian block holds Gaussian coefficients only.")
         return {"sd": sd_prior, "range": range_prior, "mean": intercept_prior}
 
     def _cross_check(self) -> None:
@@ -329,7 +378,7 @@ class LGCP:
         out = []
         for r in rngs:
             theta = {}
-            for name in ("sd", "range", "mean"):
+            for name in self.model.hyper_names:
                 hp, centre = self.prior_spec[name], self.start[name]
                 for _ in range(100):
                     z = spread * r.standard_normal()
@@ -392,9 +441,16 @@ class LGCP:
         beta_original : ndarray, shape (..., p)
         intercept_original : ndarray, shape (...)
         """
+        beta = np.asarray(beta, dtype=float)
+        if self.intercept == "block":
+            # the block's first coefficient is the intercept minus its prior centre
+            intercept = beta[..., 0] + self.prior_spec["mean"].mean
+            beta = beta[..., 1:]
         if self.design is None:
+            if self.intercept == "block":
+                return beta, intercept
             raise InvalidParameterError("this model has no covariates (formula/covariates).")
-        return self.design.to_original(np.asarray(beta), intercept)
+        return self.design.to_original(beta, intercept)
 
     def describe(self) -> str:
         """Data, lattice, priors (stated the INLA way) and the frequentist cross-check."""
@@ -414,7 +470,8 @@ class LGCP:
             "priors:",
             f"  range: {self.prior_spec['range'].describe()}",
             f"  sd:    {self.prior_spec['sd'].describe()}",
-            f"  intercept (log points per {u}²): {self.prior_spec['mean'].describe()}",
+            f"  intercept (log points per {u}²): {self.prior_spec['mean'].describe()}"
+            + (" (in the Gaussian block)" if self.intercept == "block" else ""),
         ]
         if self.design is not None:
             lines.append(f"  coefficients of {', '.join(self.design.names)} (standardised): "
