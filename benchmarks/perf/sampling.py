@@ -28,7 +28,7 @@ Sections (each case runs in a fresh subprocess, as ``priors.py``):
   ratio of ESS per sweep measured by ``equal``; and as a lower bound that assumes the dense ESS
   is at most its number of draws (``4 × kept sweeps``).
 * ``equal`` — circulant and dense ``prior-white`` chains on the same data at 32² (where a dense
-  sweep takes seconds), exactly 400 sweeps each: the ratio of their ESS per sweep, with a rough
+  sweep takes seconds), exactly 300 sweeps each: the ratio of their ESS per sweep, with a rough
   standard error from the spread of the four chains' own ESS.  It tests the assumption behind
   the estimate above — that the two backends' chains mix alike per sweep, which they need not:
   the circulant white state lives on the torus, the dense one on the window.
@@ -102,7 +102,7 @@ MODES = {
         "max_sweeps": 1000, "budget_s": 120.0, "cap_s": 360.0, "min_kept": 50,
         "dense_budget_s": 240.0, "dense_cap_s": 600.0, "dense_min_sweeps": 3,
         "dense_reps": ("fixed", "prior-white"),
-        "equal_n": 32, "equal_sweeps": 400, "equal_reps": ("prior-white",),
+        "equal_n": 32, "equal_sweeps": 300, "equal_reps": ("prior-white",),
         "ess_sizes": (64, 256, 512, 1024, 2048), "ess_dense_n": 64,
         "ess_repeats": {512: 15, 1024: 11, 2048: 7}, "ess_warm": 5,
         "threads_n": 1024, "threads_rounds": 2, "floor_n": 1024,
