@@ -214,7 +214,7 @@ def exceedance(rr: xr.DataArray, thresholds: Sequence[float] = DEFAULT_THRESHOLD
             "(relative-risk levels, e.g. (1.5, 2, 3)).")
     th = xr.DataArray(c, dims="threshold", coords={"threshold": c})
     p = (rr > th).mean(("chain", "draw")).where(rr.notnull().all(("chain", "draw")))
-    return p.rename("exceedance").assign_attrs(long_name="P(RR > threshold | data)", units="1")
+    return p.transpose("threshold", ...).rename("exceedance").assign_attrs(long_name="P(RR > threshold | data)", units="1")
 
 
 def expected_counts(model: Any, posterior: xr.Dataset, region: Any = None) -> xr.DataArray:

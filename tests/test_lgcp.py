@@ -146,6 +146,7 @@ def test_relative_risk_exceedance_and_totals(model):
     expect = np.exp(post["f"].values - 0.5 * post["sd"].values[..., None, None] ** 2)
     np.testing.assert_allclose(rr.values, expect, rtol=1e-12)
     ex = analysis.exceedance(rr, thresholds=(1.0, 2.0))
+    assert ex.dims == ("threshold", "y", "x")
     np.testing.assert_allclose(ex.sel(threshold=1.0).values, (expect > 1.0).mean(axis=(0, 1)))
     with pytest.raises(InvalidParameterError, match="thresholds"):
         analysis.exceedance(rr, thresholds=(-1.0,))
