@@ -51,6 +51,7 @@ __all__ = [
     "resolution_check",
     "second_order_check",
     "summarize",
+    "summary",
 ]
 
 #: default relative-risk thresholds of :func:`exceedance`
@@ -214,7 +215,8 @@ def exceedance(rr: xr.DataArray, thresholds: Sequence[float] = DEFAULT_THRESHOLD
             "(relative-risk levels, e.g. (1.5, 2, 3)).")
     th = xr.DataArray(c, dims="threshold", coords={"threshold": c})
     p = (rr > th).mean(("chain", "draw")).where(rr.notnull().all(("chain", "draw")))
-    return p.transpose("threshold", ...).rename("exceedance").assign_attrs(long_name="P(RR > threshold | data)", units="1")
+    return p.transpose("threshold", ...).rename("exceedance").assign_attrs(
+        long_name="P(RR > threshold | data)", units="1")
 
 
 def expected_counts(model: Any, posterior: xr.Dataset, region: Any = None) -> xr.DataArray:
@@ -453,3 +455,76 @@ def residual_map(model: Any, posterior: xr.Dataset, *, bandwidth: float) -> xr.D
     return xr.DataArray(out, dims=lat.dims, coords=lat.coords(), name="residual",
                         attrs={"long_name": "smoothed residual", "units": f"points per {u}²",
                                "bandwidth": b})
+
+
+def summary(model: Any, posterior: xr.Dataset, *, bound_fraction: float = 0.9) -> Any:
+    """Hyperparameters and coefficients: posterior, diagnostics and the cross-check beside.
+
+    Rows: ``sd``, ``range``, ``intercept`` and each coefficient on the covariates' original
+    scale.  Columns: posterior mean, sd, 2.5 % and 97.5 % quantiles, rank-normalised R-hat and
+    bulk ESS (ArviZ), and the frequentist cross-check (minimum contrast for sd and range, the
+    Poisson GLM for the intercept and coefficients — the GLM intercept is the log mean
+    intensity, so it is compared with ``intercept + sd²/2``).  The DataFrame's ``attrs["notes"]``
+    lists warnings: R-hat above 1.01 ("not converged, run longer"), a range posterior pressing
+    on its upper bound, a grid too coarse for the posterior range.
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
+    import arviz as az
+    import pandas as pd
+
+    _require(posterior, "sd", "range", "f")
+    rows: dict[str, np.ndarray] = {"sd": posterior["sd"].values,
+                                   "range": posterior["range"].values}
+    beta = posterior["beta"].values if "beta" in posterior else np.zeros((*rows["sd"].shape, 0))
+    mean = posterior["mean"].values if "mean" in posterior else np.zeros(rows["sd"].shape)
+    if model.coef_names:
+        b, icpt = model.coefficients_original(beta, mean)
+    else:
+        b, icpt = np.zeros((*mean.shape, 0)), mean
+    rows["intercept"] = np.asarray(icpt) + 0.0
+    names = [n for n in (model.design.names if model.design is not None else [])]
+    for k, n in enumerate(names):
+        rows[n] = b[..., k]
+    check: dict[str, float] = {}
+    if model.min_contrast is not None:
+        check.update(sd=model.min_contrast.sd, range=model.min_contrast.range)
+    if model.glm is not None:
+        g = model.glm
+        if model.design is not None:
+            gb, gi = model.design.to_original(np.asarray(g.coef), g.intercept)
+            check.update({n: float(v) for n, v in zip(names, gb, strict=True)})
+        else:
+            gi = g.intercept
+        sd_hat = check.get("sd", float(np.median(rows["sd"])))
+        check["intercept"] = float(gi) - sd_hat**2 / 2
+    table = []
+    for name, x in rows.items():
+        x = np.asarray(x, dtype=float)
+        q = np.quantile(x, [0.025, 0.975])
+        varies = bool(np.ptp(x) > 0)  # a constant row has no R-hat or ESS (ArviZ divides 0/0)
+        rhat = float(az.rhat(x, method="rank")) if x.shape[0] > 1 and varies else float("nan")
+        ess = float(az.ess(x, method="bulk")) if varies else float("nan")
+        table.append({"name": name, "mean": x.mean(), "sd": x.std(ddof=1), "2.5%": q[0],
+                      "97.5%": q[1], "r_hat": rhat, "ess_bulk": ess,
+                      "cross_check": check.get(name, float("nan"))})
+    df = pd.DataFrame(table).set_index("name")
+    notes = []
+    bad = df.index[df["r_hat"] > 1.01].tolist()
+    if bad:
+        notes.append(f"not converged, run longer: R-hat > 1.01 for {', '.join(bad)}")
+    upper = model.prior_spec["range"].upper
+    if np.isfinite(upper):
+        frac = float((rows["range"] > bound_fraction * upper).mean())
+        if frac > 0.1:
+            notes.append(f"the range posterior presses on its upper bound {upper:g}: "
+                         f"{100 * frac:.0f}% of draws above {bound_fraction:g}× the bound; "
+                         "raise the range prior's upper bound (the torus grows with it)")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        resolution_check(model, posterior)
+    notes += [str(w.message) for w in caught]
+    df.attrs["notes"] = notes
+    return df
