@@ -43,6 +43,7 @@ __all__ = [
     "expected_counts",
     "intensity",
     "log_intensity",
+    "measure_unit",
     "posterior_dataset",
     "predictive_patterns",
     "prior_dataset",
@@ -63,6 +64,12 @@ _AREA_M2 = {"m2": 1.0, "ha": 1e4, "km2": 1e6}
 #: lattice length units in metres
 _LENGTH_M = {"m": 1.0, "metre": 1.0, "meter": 1.0, "metres": 1.0, "meters": 1.0, "km": 1e3,
              "kilometre": 1e3, "kilometer": 1e3}
+
+
+def measure_unit(lattice: Any) -> str:
+    """The unit of the exposure: ``u`` in 1-D, ``u²`` in 2-D (``u`` the coordinate units)."""
+    u = lattice.units or "unit"
+    return u if lattice.ndim == 1 else f"{u}{'²' if lattice.ndim == 2 else '³'}"
 
 
 def posterior_dataset(model: Any, states: Sequence[Any]) -> xr.Dataset:
@@ -141,15 +148,18 @@ def log_intensity(model: Any, posterior: xr.Dataset) -> xr.DataArray:
     if model.offset is not None:
         eta = eta + xr.DataArray(model.offset, dims=model.lattice.dims)
     eta = eta.where(xr.DataArray(model.inside, dims=model.lattice.dims))
-    u = model.lattice.units or "unit"
     return eta.rename("log_intensity").assign_attrs(
-        long_name="log intensity", units=f"log(points per {u}²)")
+        long_name="log intensity", units=f"log(points per {measure_unit(model.lattice)})")
 
 
-def _per_factor(units: str | None, per: str | None) -> tuple[float, str]:
-    u = units or "unit"
+def _per_factor(lattice: Any, per: str | None) -> tuple[float, str]:
+    units = lattice.units
     if per is None:
-        return 1.0, f"points per {u}²"
+        return 1.0, f"points per {measure_unit(lattice)}"
+    if lattice.ndim != 2:
+        raise InvalidParameterError(
+            f"per={per!r} converts areas; this lattice is {lattice.ndim}-D (intensity per "
+            f"{measure_unit(lattice)}): leave per=None.")
     if per not in _AREA_M2:
         raise InvalidParameterError(f"per={per!r} is not one of {sorted(_AREA_M2)} (or None).")
     key = (units or "").strip().lower()
@@ -175,7 +185,7 @@ def intensity(model: Any, posterior: xr.Dataset, *, per: str | None = None) -> x
     -------
     xarray.DataArray, dims (chain, draw, *lattice.dims)
     """
-    factor, label = _per_factor(model.lattice.units, per)
+    factor, label = _per_factor(model.lattice, per)
     lam = np.exp(log_intensity(model, posterior)) * factor
     return lam.rename("intensity").assign_attrs(long_name="intensity", units=label)
 
@@ -451,9 +461,9 @@ def residual_map(model: Any, posterior: xr.Dataset, *, bandwidth: float) -> xr.D
     den = gaussian_filter(model.exposure, sig, mode="constant")
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.where(model.inside & (den > 0), num / den, np.nan)
-    u = lat.units or "unit"
     return xr.DataArray(out, dims=lat.dims, coords=lat.coords(), name="residual",
-                        attrs={"long_name": "smoothed residual", "units": f"points per {u}²",
+                        attrs={"long_name": "smoothed residual",
+                               "units": f"points per {measure_unit(lat)}",
                                "bandwidth": b})
 
 

@@ -426,3 +426,29 @@ def test_summary_table_diagnostics_and_notes(model):
                for n in analysis.summary(model, shifted).attrs["notes"])
     pressed = post.assign(range=post["range"] * 0 + 49.0)
     assert any("upper bound" in n for n in analysis.summary(model, pressed).attrs["notes"])
+
+
+def test_one_dimensional_lgcp_on_the_coal_mining_disasters():
+    """Nothing hard-codes 2-D: 191 event times in 40549 days, 811 bins of 50 days (the ESS
+    paper's binning), intensity per day."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    csv = Path(__file__).resolve().parent / "data" / "coal_mining_disasters.csv"
+    days = pd.read_csv(csv)["days_since_1851_03_15"].to_numpy(dtype=float)
+    with pytest.warns(UserWarning, match="same coordinates"):  # two disasters on 1875-12-06
+        m = LGCP(days, (0.0, 40549.0), lattice=Lattice((811,), spacing=50.0, units="d"))
+    assert m.binned.n_duplicates == 1
+    assert m.lattice.dims == ("x",) and m.n_points == 191
+    assert m.exposure.sum() == pytest.approx(40549.0)  # the last bin is partly outside
+    assert m.min_contrast is None and m.glm is not None  # min contrast is 2-D only
+    assert m.prior_spec["range"].ndim == 1
+    rngs = chain_rngs(2, 2)
+    state = m.init_state(rngs)
+    state, _ = m.sampler(n_latent=2).step(state, rngs)
+    post = analysis.posterior_dataset(m, [state])
+    assert analysis.intensity(m, post).dims == ("chain", "draw", "x")
+    assert analysis.intensity(m, post).attrs["units"] == "points per d"
+    with pytest.raises(InvalidParameterError, match="1-D"):
+        analysis.intensity(m, post, per="ha")

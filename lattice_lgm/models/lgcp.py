@@ -455,10 +455,13 @@ class LGCP:
     def describe(self) -> str:
         """Data, lattice, priors (stated the INLA way) and the frequentist cross-check."""
         lat, b = self.lattice, self.binned
+        from ..analysis import measure_unit
+
         u = lat.units or "units"
+        mu = measure_unit(lat)
         lines = [
             f"LGCP: {self.n_points} points in a {self.window.kind} window of area "
-            f"{self.area:.6g} {u}²"
+            f"{self.area:.6g} {mu}"
             + (f" ({b.n_dropped} outside dropped)" if b.n_dropped else "")
             + (f", {b.n_duplicates} duplicate locations kept" if b.n_duplicates else "")
             + (f", {b.n_moved} edge points assigned to the nearest open cell" if b.n_moved
@@ -470,7 +473,7 @@ class LGCP:
             "priors:",
             f"  range: {self.prior_spec['range'].describe()}",
             f"  sd:    {self.prior_spec['sd'].describe()}",
-            f"  intercept (log points per {u}²): {self.prior_spec['mean'].describe()}"
+            f"  intercept (log points per {mu}): {self.prior_spec['mean'].describe()}"
             + (" (in the Gaussian block)" if self.intercept == "block" else ""),
         ]
         if self.design is not None:
