@@ -602,7 +602,7 @@ def from_table(
 
     Examples
     --------
-    >>> da = from_table("/work/shared/data/bei_covariates.csv", "elev")  # doctest: +SKIP
+    >>> da = from_table("data/bei_covariates.csv", "elev")  # doctest: +SKIP
     >>> da.shape  # doctest: +SKIP
     (101, 201)
     """
