@@ -55,6 +55,7 @@ from .errors import (
     ShapeMismatchError,
 )
 from .lattice import Lattice
+from .priors.base import as_rng
 
 __all__ = [
     "STOYAN_COEFFICIENT",
@@ -1450,12 +1451,6 @@ def _lex_le_counts(v: np.ndarray) -> np.ndarray:
 # ------------------------------------------------------------------------------------------------
 # Simulation
 # ------------------------------------------------------------------------------------------------
-def _rng(rng: Any) -> np.random.Generator:
-    from .priors.base import as_rng
-
-    return as_rng(rng)
-
-
 def simulate_poisson(window: Any, intensity: float, rng: np.random.Generator | int) -> np.ndarray:
     """A homogeneous Poisson process (CSR) in the window.
 
@@ -1477,7 +1472,7 @@ def simulate_poisson(window: Any, intensity: float, rng: np.random.Generator | i
     """
     win = _as_window(window)
     lam = positive_float("intensity", intensity, "points per unit area, > 0")
-    gen = _rng(rng)
+    gen = as_rng(rng)
     xmin, ymin, xmax, ymax = win.bounds
     n = gen.poisson(lam * (xmax - xmin) * (ymax - ymin))
     pts = np.column_stack([gen.uniform(xmin, xmax, n), gen.uniform(ymin, ymax, n)])
@@ -1528,7 +1523,7 @@ def simulate_lgcp(
 
     win = _as_window(window)
     h = positive_float("cell_size", cell_size, "a length > 0 in coordinate units")
-    gen = _rng(rng)
+    gen = as_rng(rng)
     xmin, ymin, xmax, ymax = win.bounds
     nx = max(1, math.ceil((xmax - xmin) / h - 1e-9))
     ny = max(1, math.ceil((ymax - ymin) / h - 1e-9))
