@@ -16,6 +16,7 @@ from lattice_lgm.covariance import (
     Exponential,
     Matern,
     RationalQuadratic,
+    SpaceTime,
     SquaredExponential,
     resolve_range,
 )
@@ -313,3 +314,241 @@ NAN = float("nan")
 def test_invalid_parameters(build, pattern):
     with pytest.raises(InvalidParameterError, match=pattern):
         build()
+
+
+# -- the separable space-time kernel ------------------------------------------------------------
+# Oracles: the closed forms of the components written out by hand, and products of the component
+# kernels evaluated on their own sub-lags.  Tolerances are round-off.
+
+ST_SD, ST_RS, ST_RT = 1.3, 0.8, 3.0
+
+
+def st_kernel(**kw) -> SpaceTime:
+    return SpaceTime(Matern(1.5, range=1.0), Exponential(range=1.0),
+                     **{"sd": ST_SD, "range": ST_RS, "range_t": ST_RT, **kw})
+
+
+def st_by_hand(lags: np.ndarray) -> np.ndarray:
+    """sd² exp(-|u| / l_t) (1 + √3 r / l_s) exp(-√3 r / l_s), l = range / 2 (R&W eq. 4.17)."""
+    u = np.abs(lags[..., 0]) / (ST_RT / 2)
+    z = math.sqrt(3.0) * np.sqrt(np.sum(lags[..., 1:] ** 2, axis=-1)) / (ST_RS / 2)
+    return ST_SD**2 * np.exp(-u) * (1.0 + z) * np.exp(-z)
+
+
+ST_LAGS = np.random.default_rng(21).uniform(-3.0, 3.0, size=(60, 3)) * [2.0, 0.5, 0.5]
+
+
+def test_space_time_from_lags_is_the_product_of_the_components():
+    k = st_kernel()
+    got = k.from_lags(ST_LAGS)
+    product = ST_SD**2 * (Exponential(range=ST_RT).from_lags(ST_LAGS[:, :1])
+                          * Matern(1.5, range=ST_RS).from_lags(ST_LAGS[:, 1:]))
+    np.testing.assert_allclose(got, product, rtol=1e-14, atol=0)
+    # the closed forms by hand: u computed as |s| / l instead of |s / l| costs an ulp or two of
+    # the argument, amplified by at most u·|ρ'/ρ| ≈ 20 here
+    np.testing.assert_allclose(got, st_by_hand(ST_LAGS), rtol=1e-13, atol=0)
+    # time is axis 0 with its own range: a pure time lag of range_t gives exp(-2)
+    assert k.from_lags(np.array([ST_RT, 0.0, 0.0])) == pytest.approx(ST_SD**2 * math.exp(-2.0),
+                                                                     rel=1e-14)
+    # a spatial lag of the spatial range along y or x gives the Matérn 3/2 value at u = 2
+    m = (1 + 2 * math.sqrt(3.0)) * math.exp(-2 * math.sqrt(3.0))
+    for lag in ([0.0, ST_RS, 0.0], [0.0, 0.0, ST_RS]):
+        assert k.from_lags(np.array(lag)) == pytest.approx(ST_SD**2 * m, rel=1e-14)
+
+
+def test_space_time_from_axis_lags_is_the_outer_product():
+    k = st_kernel()
+    lags = [np.array([0.0, 1.0, 2.5, 7.0]), np.linspace(0, 2, 5), np.array([0.0, 0.3, 1.1])]
+    got = k.from_axis_lags(lags)
+    assert got.shape == (4, 5, 3)
+    grid = np.stack(np.meshgrid(*lags, indexing="ij"), axis=-1)
+    np.testing.assert_allclose(got, st_by_hand(grid), rtol=1e-13, atol=0)
+    outer = ST_SD**2 * (Exponential(range=ST_RT).from_lags(lags[0][:, None])[:, None, None]
+                        * Matern(1.5, range=ST_RS).from_axis_lags(lags[1:])[None])
+    np.testing.assert_allclose(got, outer, rtol=1e-14, atol=0)
+    np.testing.assert_allclose(got, k.from_lags(grid), rtol=1e-14, atol=0)
+
+
+def test_space_time_call_is_the_hadamard_product_of_component_matrices():
+    k = st_kernel()
+    x = np.random.default_rng(22).uniform(0, 4, size=(40, 3))
+    got = k(x)
+    expected = ST_SD**2 * Exponential(range=ST_RT)(x[:, :1]) * Matern(1.5, range=ST_RS)(x[:, 1:])
+    np.testing.assert_allclose(got, expected, rtol=1e-14, atol=0)
+    np.testing.assert_array_equal(got, got.T)
+    eig = np.linalg.eigvalsh(got)
+    assert eig[0] > 0  # Schur product of positive definite matrices
+    x2 = x[:7] + 0.1
+    np.testing.assert_allclose(k(x, x2), ST_SD**2 * Exponential(range=ST_RT)(x[:, :1], x2[:, :1])
+                               * Matern(1.5, range=ST_RS)(x[:, 1:], x2[:, 1:]), rtol=1e-14)
+
+
+def test_space_time_two_axes():
+    k = SpaceTime(Matern(2.5, range=0.5), Exponential(range=4.0), ndim=2)
+    assert k.range == (4.0, 0.5)
+    lags = ST_LAGS[:, :2]
+    np.testing.assert_allclose(
+        k.from_lags(lags),
+        Exponential(range=4.0).from_lags(lags[:, :1]) * Matern(2.5, range=0.5).from_lags(
+            lags[:, 1:]), rtol=1e-14, atol=0)
+    assert k.from_axis_lags([np.arange(3.0), np.arange(4.0)]).shape == (3, 4)
+
+
+def test_space_time_correlation_takes_pairs_and_refuses_one_distance():
+    k = st_kernel()
+    u = np.array([[0.0, 0.0], [2.0, 0.0], [0.0, 2.0], [1.0, 0.5]])
+    m = lambda z: (1 + math.sqrt(3) * z) * math.exp(-math.sqrt(3) * z)  # noqa: E731
+    np.testing.assert_allclose(k.correlation(u), [1.0, math.exp(-2.0), m(2.0),
+                                                  math.exp(-1.0) * m(0.5)], rtol=1e-14)
+    with pytest.raises(ShapeMismatchError, match=r"\(u_t, u_s\) pairs .* not a function of one "
+                                                  "distance"):
+        k.correlation(1.0)
+    with pytest.raises(ShapeMismatchError, match=r"got shape \(5,\)"):
+        k.correlation(np.zeros(5))
+
+
+def test_space_time_ranges_params_and_defaults():
+    k = st_kernel()
+    assert k.range == (ST_RT, ST_RS, ST_RS)
+    assert k.lengthscale == (ST_RT / 2, ST_RS / 2, ST_RS / 2)
+    np.testing.assert_array_equal(k.lengthscales_for(3), [ST_RT / 2, ST_RS / 2, ST_RS / 2])
+    assert (k.range_t, k.range_s, k.ndim, k.sd, k.variance) == (ST_RT, ST_RS, 3, ST_SD,
+                                                                ST_SD**2)
+    assert k.params == {"sd": ST_SD, "range": ST_RS, "range_t": ST_RT, "nu": 1.5}
+    assert k.space == Matern(1.5, range=ST_RS) and k.time == Exponential(range=ST_RT)
+    # ranges default to the components'; sd defaults to 1
+    d = SpaceTime(Matern(0.7, range=0.3), Matern(2.5, range=4.0))
+    assert d.range == (4.0, 0.3, 0.3) and d.sd == 1.0
+    assert d.params == {"sd": 1.0, "range": 0.3, "range_t": 4.0, "nu": 0.7, "nu_t": 2.5}
+    # lengthscale aliases and a per-axis tuple
+    assert SpaceTime(Matern(1.5, range=1.0), Exponential(range=1.0), lengthscale=0.2,
+                     lengthscale_t=1.5).range == (3.0, 0.4, 0.4)
+    assert SpaceTime(Matern(1.5, range=1.0), Exponential(range=1.0),
+                     range=(5.0, 0.2, 0.2)).range == (5.0, 0.2, 0.2)
+    assert SpaceTime(Matern(1.5, range=1.0), Exponential(range=1.0),
+                     lengthscale=(2.5, 0.1, 0.1)).range == (5.0, 0.2, 0.2)
+    rq = SpaceTime(RationalQuadratic(0.5, range=1.0), RationalQuadratic(3.0, range=2.0))
+    assert rq.params == {"sd": 1.0, "range": 1.0, "range_t": 2.0, "alpha": 0.5, "alpha_t": 3.0}
+
+
+def test_space_time_with_params():
+    k = st_kernel()
+    assert k.with_params(sd=0.5).params == {**k.params, "sd": 0.5}
+    assert k.with_params(range=0.4).range == (ST_RT, 0.4, 0.4)
+    assert k.with_params(range_t=7.0).range == (7.0, ST_RS, ST_RS)
+    assert k.with_params(lengthscale=0.1, lengthscale_t=1.0).range == (2.0, 0.2, 0.2)
+    # the circulant prior's calls: a per-axis tuple broadcast to ndim
+    assert k.with_params(range=(9.0, 1.5, 1.5)).range == (9.0, 1.5, 1.5)
+    assert k.with_params(range=(ST_RT, ST_RS, ST_RS)) == k
+    assert k.with_params(range=[4.0]).range == (ST_RT, 4.0, 4.0)
+    k2 = k.with_params(nu=2.5)
+    assert k2.space == Matern(2.5, range=ST_RS) and k2.time == k.time
+    t2 = SpaceTime(Matern(1.5, range=1.0), Matern(0.5, range=2.0)).with_params(nu_t=2.5)
+    assert t2.time == Matern(2.5, range=2.0) and t2.space == Matern(1.5, range=1.0)
+    assert type(k.with_params(sd=2.0)) is SpaceTime
+    assert k == st_kernel()  # untouched
+
+
+@pytest.mark.parametrize(
+    ("kw", "exc", "pattern"),
+    [
+        ({"range": (9.0, 1.0, 2.0)}, InvalidParameterError,
+         r"range=\(9\.0, 1\.0, 2\.0\) has spatial entries \(1\.0, 2\.0\) that differ.*isotropic"),
+        ({"range": (9.0, 1.0, 1.0), "range_t": 2.0}, InvalidParameterError,
+         r"per-axis tuple .* range_t=2\.0 was given too"),
+        ({"range": (1.0, 2.0)}, ShapeMismatchError, r"range=\(1\.0, 2\.0\) has 2 entries.*ndim=3"),
+        ({"range": 1.0, "lengthscale": 0.5}, InvalidParameterError, "range= or lengthscale="),
+        ({"range_t": 1.0, "lengthscale_t": 0.5}, InvalidParameterError,
+         "range_t= or lengthscale_t="),
+        ({"alpha": 1.0}, InvalidParameterError, r"no hyperparameter\(s\) \['alpha'\]"),
+        ({"nu_t": 1.0}, InvalidParameterError, r"\['nu_t'\]"),  # Exponential has no nu
+        ({"range_t": -1.0}, InvalidParameterError, r"range_t=-1\.0 must be finite"),
+        ({"range": float("nan")}, InvalidParameterError, r"range=nan"),
+        ({"sd": 0.0}, InvalidParameterError, r"sd=0\.0"),
+    ],
+)
+def test_space_time_with_params_errors(kw, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        st_kernel().with_params(**kw)
+
+
+def _m():
+    return Matern(1.5, range=1.0)
+
+
+@pytest.mark.parametrize(
+    ("build", "exc", "pattern"),
+    [
+        (lambda: SpaceTime("matern", _m()), InvalidParameterError,
+         r"space='matern' must be a one-range lattice_lgm Covariance"),
+        (lambda: SpaceTime(_m(), None), InvalidParameterError, r"time=None must be"),
+        (lambda: SpaceTime(SpaceTime(_m(), _m()), _m()), InvalidParameterError,
+         r"space=SpaceTime\(.* must be a one-range"),
+        (lambda: SpaceTime(Matern(1.5, range=(1.0, 2.0)), _m()), InvalidParameterError,
+         r"per-axis ranges \(1\.0, 2\.0\)"),
+        (lambda: SpaceTime(_m(), Exponential(range=(1.0, 2.0))), InvalidParameterError,
+         r"time=.* per-axis ranges"),
+        (lambda: SpaceTime(Matern(1.5, sd=2.0, range=1.0), _m()), InvalidParameterError,
+         r"sd=2\.0; SpaceTime has one marginal sd.*SpaceTime\(\.\.\., sd=2\.0\)"),
+        (lambda: SpaceTime(_m(), _m(), ndim=1), InvalidParameterError, r"ndim=1 must be"),
+        (lambda: SpaceTime(_m(), _m(), ndim=True), InvalidParameterError, r"ndim=True"),
+        (lambda: SpaceTime(_m(), _m(), range=(1.0, 1.0, 2.0, 2.0)), ShapeMismatchError,
+         "has 4 entries"),
+        (lambda: SpaceTime(_m(), _m(), range=(1.0, 1.0, 1.0), lengthscale_t=2.0),
+         InvalidParameterError, r"lengthscale_t=2\.0 was given too"),
+        (lambda: SpaceTime(_m(), _m(), lengthscale_t=0.0), InvalidParameterError,
+         r"lengthscale_t=0\.0"),
+    ],
+)
+def test_space_time_construction_errors(build, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        build()
+
+
+def test_space_time_refuses_inputs_with_the_wrong_number_of_axes():
+    k = st_kernel()
+    with pytest.raises(ShapeMismatchError, match=r"lags have 2 axes but this SpaceTime has "
+                                                 r"ndim=3 .*SpaceTime\(\.\.\., ndim=2\)"):
+        k.from_lags(np.zeros((4, 2)))
+    with pytest.raises(ShapeMismatchError, match=r"lags have 1 axes .* needs a time axis"):
+        k.from_lags(np.zeros((4, 1)))
+    with pytest.raises(ShapeMismatchError, match=r"lags have 0 axes"):
+        k.from_lags(1.0)
+    with pytest.raises(ShapeMismatchError, match=r"axis_lags have 2 axes"):
+        k.from_axis_lags([np.zeros(2), np.zeros(3)])
+    with pytest.raises(ShapeMismatchError, match=r"the inputs have 2 axes"):
+        k.lengthscales_for(2)
+    with pytest.raises(ShapeMismatchError, match=r"lags have 1 axes"):
+        k(np.linspace(0, 1, 5))  # a flat array is points on a line
+    with pytest.raises(ShapeMismatchError, match=r"lags have 3 axes .*ndim=2"):
+        SpaceTime(_m(), _m(), ndim=2).from_lags(np.zeros(3))
+
+
+def test_space_time_identity_repr_and_immutability():
+    k = st_kernel()
+    assert repr(k) == ("SpaceTime(Matern(sd=1.0, range=0.8, nu=1.5), Exponential(sd=1.0, "
+                       "range=3.0), sd=1.3, range=0.8, range_t=3.0)")
+    assert eval(repr(k)) == k  # a trusted literal
+    k2 = SpaceTime(_m(), Exponential(range=2.0), ndim=2)
+    assert repr(k2).endswith("ndim=2)") and eval(repr(k2)) == k2
+    assert k == st_kernel() and hash(k) == hash(st_kernel())
+    assert k != st_kernel(range_t=3.5)
+    assert k != k2
+    # same parameter dicts, different component types: not equal
+    a = SpaceTime(SquaredExponential(range=1.0), Exponential(range=1.0))
+    b = SpaceTime(Exponential(range=1.0), SquaredExponential(range=1.0))
+    assert a.params == b.params and a != b
+    assert len({a, b, SpaceTime(SquaredExponential(range=1.0), Exponential(range=1.0))}) == 2
+    assert k != Matern(1.5, range=(3.0, 0.8, 0.8))
+    for attr in ("sd", "range", "range_t", "space", "new_attribute"):
+        with pytest.raises(AttributeError, match="immutable"):
+            setattr(k, attr, 2.0)
+    import pickle
+
+    assert pickle.loads(pickle.dumps(k)) == k
+
+
+def test_space_time_smooth_if_either_factor_is():
+    assert not st_kernel().smooth
+    assert SpaceTime(SquaredExponential(range=1.0), Exponential(range=1.0)).smooth
+    assert SpaceTime(Exponential(range=1.0), Matern(6.0, range=1.0)).smooth
