@@ -5,11 +5,14 @@
     θ ~ hyperpriors,   f ~ N(0, K_θ) on the prior's state,   β ~ N(0, β_sd² I) (optional),
     η = mean + offset + X β + f   on the window,   y | η ~ likelihood.
 
-``θ`` holds the covariance hyperparameters (``sd``, ``range`` or per-axis ``range_<dim>``) and the
-mean offset ``mean`` (the paper's way of handling a constant, moved by the hyperparameter moves).
-Covariate coefficients ``β`` with a Gaussian prior can instead sit *inside the Gaussian block*
-(DESIGN §4): they are rotated with ``f`` by elliptical slice sampling, which decorrelates them from
-the field's low frequencies.  Model glue for specific data (LGCPs on windows, GP regression and
+``θ`` holds the covariance hyperparameters (``sd``, ``range`` or per-axis ``range_<dim>``, and
+``range_t`` for a separable space-time kernel) and the mean offset ``mean`` (the paper's way of
+handling a constant, moved by the hyperparameter moves).  Covariate coefficients ``β`` either sit
+*inside the Gaussian block* (DESIGN §4; a Gaussian prior): they are rotated with ``f`` by elliptical
+slice sampling, which decorrelates them from the field's low frequencies; or they are
+*hyperparameters* ``beta_<name>`` (any prior), moved like ``mean`` by the hyperparameter moves.
+``mean`` and the ``beta_<name>`` form :attr:`LatentGaussianModel.obs_params`: they shift ``η``
+and leave the covariance alone.  Model glue for specific data (LGCPs on windows, GP regression and
 classification) builds on this class in later modules.
 """
 
@@ -30,6 +33,10 @@ __all__ = ["LatentGaussianModel"]
 
 #: name of the mean-offset hyperparameter
 MEAN = "mean"
+#: prefix of coefficients sampled as hyperparameters (``beta_<name>``)
+BETA_PREFIX = "beta_"
+#: covariance parameters the hyperparameter moves may sample, when the prior has them
+KERNEL_PARAMS = ("sd", "range", "range_t", "tau", "rho")
 
 
 class LatentGaussianModel:
@@ -56,6 +63,11 @@ class LatentGaussianModel:
         Covariates whose coefficients ``β ~ N(0, beta_sd²)`` sit in the Gaussian block.
     beta_sd : float or sequence of float
         Prior sd of each coefficient (scale the covariates accordingly).
+    hyper_covariates : mapping of str to ndarray (likelihood.shape), optional
+        Covariates whose coefficients are hyperparameters: ``name`` is sampled as
+        ``beta_<name>`` and needs a hyperprior under that key in ``hyperpriors``.
+    hyper_init : mapping of str to float, optional
+        Initial values of those coefficients, keyed ``beta_<name>`` (default 0).
 
     Attributes
     ----------
@@ -63,6 +75,9 @@ class LatentGaussianModel:
         The sampled hyperparameters, in update order.
     state_index : ndarray of int64, shape (n_obs,)
         Flat index in the prior's state of every observed site.
+    obs_params : tuple of str
+        Hyperparameters that shift ``η`` only (``mean`` and the ``beta_<name>``); moving them
+        needs a likelihood evaluation but no new covariance.
     """
 
     def __init__(
@@ -75,6 +90,8 @@ class LatentGaussianModel:
         offset: np.ndarray | None = None,
         covariates: np.ndarray | None = None,
         beta_sd: float | np.ndarray = 1.0,
+        hyper_covariates: Mapping[str, np.ndarray] | None = None,
+        hyper_init: Mapping[str, float] | None = None,
     ) -> None:
         if not isinstance(prior, GaussianPrior):
             raise InvalidParameterError(f"prior={prior!r} must be a lattice_lgm GaussianPrior.")
@@ -93,10 +110,13 @@ class LatentGaussianModel:
         finite_array("mean", np.asarray(self.mean))
         self.hyperpriors: dict[str, Hyperprior] = dict(hyperpriors or {})
         self._axis_names = self._range_axis_names(prior)
-        self._check_hyperpriors()
-        self.hyper_names = tuple(self.hyperpriors)
         self.state_index = prior.window_index()[likelihood.obs_index]
         n_obs = likelihood.n_obs
+        self._hyper_cov, self._hyper_init = self._hyper_coefficients(
+            hyper_covariates, hyper_init, likelihood)
+        self.obs_params = (MEAN, *self._hyper_cov)
+        self._check_hyperpriors()
+        self.hyper_names = tuple(self.hyperpriors)
         off = np.zeros(n_obs)
         if offset is not None:
             o = np.asarray(offset, dtype=np.float64)
@@ -127,9 +147,39 @@ class LatentGaussianModel:
     # -- hyperparameters ------------------------------------------------------------------------
     @staticmethod
     def _range_axis_names(prior: GaussianPrior) -> tuple[str, ...]:
+        if "range_t" in prior.params:
+            # a separable space-time kernel: its own range_t, one isotropic spatial range
+            return ()
         lat = getattr(prior, "lattice", None)
         dims = tuple(lat.dims) if lat is not None else ()
         return tuple(f"range_{d}" for d in dims)
+
+    def _hyper_coefficients(self, covariates, init, likelihood) -> tuple[dict, dict]:
+        cov: dict[str, np.ndarray] = {}
+        for name, x in dict(covariates or {}).items():
+            key = BETA_PREFIX + str(name)
+            a = np.asarray(x, dtype=np.float64)
+            if a.shape != tuple(likelihood.shape):
+                raise ShapeMismatchError(
+                    f"hyper_covariates[{name!r}] has shape {a.shape}; it must match the window "
+                    f"{tuple(likelihood.shape)}.")
+            xo = np.ascontiguousarray(a.reshape(-1)[likelihood.obs_index])
+            finite_array(f"hyper_covariates[{name!r}]", xo,
+                         "covariates must be finite at observed cells")
+            if key not in self.hyperpriors:
+                raise InvalidParameterError(
+                    f"hyper_covariates has {name!r} but hyperpriors has no {key!r}; give its "
+                    f"prior, e.g. hyperpriors={{{key!r}: Normal(0, 1)}}, or put the covariate in "
+                    "the Gaussian block (covariates=...).")
+            cov[key] = xo
+        vals = {k: float(v) for k, v in dict(init or {}).items()}
+        unknown = sorted(set(vals) - set(cov))
+        if unknown:
+            raise InvalidParameterError(
+                f"hyper_init has {unknown}, which are not hyper coefficients {sorted(cov)}.")
+        for k, v in vals.items():
+            finite_array(f"hyper_init[{k!r}]", np.asarray(v))
+        return cov, {k: vals.get(k, 0.0) for k in cov}
 
     @property
     def n_beta(self) -> int:
@@ -138,7 +188,7 @@ class LatentGaussianModel:
 
     def _check_hyperpriors(self) -> None:
         params = self.prior.params
-        allowed = {MEAN, *(k for k in params if k in ("sd", "range", "tau", "rho"))}
+        allowed = {*self.obs_params, *(k for k in params if k in KERNEL_PARAMS)}
         if "range" in params:
             allowed.update(self._axis_names)
         for name, hp in self.hyperpriors.items():
@@ -174,8 +224,12 @@ class LatentGaussianModel:
             for name, hp in self.hyperpriors.items():
                 if not name.startswith("range"):
                     continue
-                axes = (range(len(sized)) if name == "range"
-                        else [self._axis_names.index(name)])
+                if name == "range_t":  # separable space-time: time is axis 0
+                    axes = [0]
+                elif name == "range":
+                    axes = range(1 if "range_t" in params else 0, len(sized))
+                else:
+                    axes = [self._axis_names.index(name)]
                 for ax in axes:
                     if not np.isfinite(hp.upper) or hp.upper > sized[ax] * (1 + 1e-12):
                         raise ParameterOutOfBoundsError(
@@ -198,16 +252,17 @@ class LatentGaussianModel:
                     out.update({d: float(rv) for d, rv in zip(self._axis_names, r, strict=True)})
                 else:
                     out["range"] = float(r[0])
-            elif k in ("sd", "tau", "rho"):
+            elif k in KERNEL_PARAMS:
                 out[k] = float(v)
         out[MEAN] = self.mean
+        out.update(self._hyper_init)
         return out
 
     def kernel_params(self, theta: Mapping[str, float]) -> dict[str, Any]:
         """The ``with_params`` keywords for hyperparameters ``theta`` (only what changes)."""
         kw: dict[str, Any] = {}
-        for k in ("sd", "tau", "rho"):
-            if k in theta and k in self.hyperpriors:
+        for k in KERNEL_PARAMS:
+            if k != "range" and k in theta and k in self.hyperpriors:
                 kw[k] = float(theta[k])
         if "range" in self.hyperpriors:
             kw["range"] = float(theta["range"])
@@ -221,8 +276,14 @@ class LatentGaussianModel:
         return current.with_params(**kw) if kw else current
 
     def base_obs(self, theta: Mapping[str, float]) -> np.ndarray:
-        """The part of ``η`` at observed sites that ``f`` and ``β`` do not carry: mean + offset."""
-        return self.offset_obs + float(theta.get(MEAN, self.mean))
+        """The part of ``η`` at observed sites that ``f`` and the block's ``β`` do not carry.
+
+        ``offset + mean + Σ_k beta_k x_k`` over the hyperparameter coefficients, shape (n_obs,).
+        """
+        out = self.offset_obs + float(theta.get(MEAN, self.mean))
+        for k, x in self._hyper_cov.items():
+            out = out + float(theta.get(k, self._hyper_init[k])) * x
+        return out
 
     def log_hyperprior(self, theta: Mapping[str, float]) -> float:
         """``Σ log p_h(θ_k)`` on the natural scale over the sampled hyperparameters."""

@@ -52,7 +52,7 @@ import numpy as np
 
 from .._validation import positive_float, positive_int
 from ..errors import InvalidParameterError, UnsupportedOperationError
-from ..models.latent import MEAN, LatentGaussianModel
+from ..models.latent import LatentGaussianModel
 from ..priors import CirculantPrior, DensePrior, GaussianPrior, GMRFPrior
 from ._latent import loglik_at
 from .slice import slice_hyperrect, slice_univariate
@@ -503,7 +503,8 @@ class HyperMove:
     def _prepare(self, ctx: _Context, ch: _Chain, rng: np.random.Generator) -> _Prepared:
         r = self.representation
         if r == "fixed":
-            return _Fixed(ctx, ch, moves_mean=MEAN in self.params)
+            moves_eta = any(n in self.model.obs_params for n in self.params)
+            return _Fixed(ctx, ch, moves_mean=moves_eta)
         if r == "prior-white":
             return _PriorWhite(ctx, ch)
         if r in ("surr-site", "surr-taylor"):
@@ -527,7 +528,8 @@ class HyperMove:
             if not np.isfinite(lh):
                 return -np.inf, None
             kw = model.kernel_params(theta)
-            if kw and any(theta[n] != ch.theta[n] for n in self.params if n != MEAN):
+            if kw and any(theta[n] != ch.theta[n] for n in self.params
+                           if n not in model.obs_params):
                 prior = model.prior_for(theta, ch.prior)
                 ctx.n_cov += 1
             else:

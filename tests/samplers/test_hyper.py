@@ -15,7 +15,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from lattice_lgm.errors import InvalidParameterError, ParameterOutOfBoundsError
+from lattice_lgm.errors import (
+    InvalidParameterError,
+    ParameterOutOfBoundsError,
+    SamplerError,
+    ShapeMismatchError,
+)
 from lattice_lgm.hyperpriors import LogNormal, Normal, PCPriorRange
 from lattice_lgm.likelihoods import Gaussian, Poisson
 from lattice_lgm.models import LatentGaussianModel
@@ -311,3 +316,86 @@ def test_oracle_state_covariance_matches_the_backend():
         x = prior.sample_state(np.random.default_rng(0), 1)
         q = float(x.reshape(-1) @ np.linalg.solve(k, x.reshape(-1)))
         assert q == pytest.approx(float(prior.quad_form(x)[0]), rel=1e-6)
+
+
+# -- coefficients as hyperparameters (beta_<name>, moved like the mean) ---------------------------
+_X = np.linspace(-1.5, 1.5, N)
+
+
+def _coef_model(backend: str) -> LatentGaussianModel:
+    """Fixed kernel; mean and one coefficient sampled: y = m + b x + f + ε."""
+    return LatentGaussianModel(make_prior(backend), Gaussian(_DATA + 1.0 + 0.8 * _X, noise_sd=0.5),
+                               hyperpriors={"mean": Normal(0.0, 1.0), "beta_x": Normal(0.0, 1.0)},
+                               hyper_covariates={"x": _X})
+
+
+def _coef_posterior(model):
+    """Exact Gaussian posterior of (m, b): y ~ N(A (m, b), K_ss + σ² I), prior N(0, I)."""
+    s = model.state_index
+    k = state_cov(model.prior)[np.ix_(s, s)] + np.diag(1.0 / model.likelihood.aux_obs)
+    a = np.stack([np.ones(N), _X], axis=1)
+    ci_a = np.linalg.solve(k, a)
+    prec = np.eye(2) + a.T @ ci_a
+    cov = np.linalg.inv(prec)
+    return cov @ (ci_a.T @ model.likelihood.y_obs), cov
+
+
+def _coef_run(backend: str, rep: str, seed: int, n_chains: int = N_CHAINS, tamper=None):
+    model = _coef_model(backend)
+    if tamper is not None:
+        tamper(model)
+    mu, cov = _coef_posterior(model)
+    rng = np.random.default_rng(seed)
+    mb = rng.multivariate_normal(mu, cov, size=n_chains)
+    thetas = [{"mean": float(m), "beta_x": float(b)} for m, b in mb]
+    f = np.concatenate([conditional_draws(model, t, rng, 1) for t in thetas])
+    rngs = chain_rngs(seed, n_chains)
+    state = state_from_fields(model, f, thetas, rngs)
+    sweep = Gibbs(HyperMove(model, rep), EllipticalSlice(model), n_latent=2)
+    for _ in range(N_SWEEPS):
+        state, info = sweep.step(state, rngs)
+    sds = np.sqrt(np.diag(cov))
+    return [stats.kstest(state.theta[k], stats.norm(mu[i], sds[i]).cdf).pvalue
+            for i, k in enumerate(("mean", "beta_x"))], info
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize(("backend", "rep"), cases())
+def test_coefficient_hyperparameters_match_the_exact_posterior(backend, rep):
+    """mean and beta_x as hyperparameters leave their exact Gaussian posterior invariant, and
+    moving them builds no covariance (they only shift η)."""
+    _skip_if_no_cholmod(backend, rep)
+    p, info = _coef_run(backend, rep, seed=31)
+    assert min(p) > ALPHA, f"{backend}/{rep}: KS p-values {p}"
+    assert info["n_cov"].sum() == 0
+
+
+def test_forgotten_coefficient_likelihood_is_detected():
+    """If the ``fixed`` representation forgot that beta_x shifts η (so it dropped the likelihood
+    term from its move, as it legitimately does for kernel parameters), the test above fails."""
+    def forget(model):
+        model.obs_params = ()
+
+    try:
+        p, _ = _coef_run("dense", "fixed", seed=31, n_chains=300, tamper=forget)
+    except SamplerError:  # the stale cached likelihood can also make the latent move fail
+        return
+    assert min(p) < ALPHA, f"the broken sampler passed: p-values {p}"
+
+
+def test_coefficient_hyperparameters_refusals():
+    prior = make_prior("dense")
+    lik = Gaussian(_DATA, noise_sd=0.5)
+    with pytest.raises(InvalidParameterError, match="beta_x"):
+        LatentGaussianModel(prior, lik, hyper_covariates={"x": _X})
+    with pytest.raises(InvalidParameterError, match="hyper_init"):
+        LatentGaussianModel(prior, lik, hyperpriors={"beta_x": Normal(0.0, 1.0)},
+                            hyper_covariates={"x": _X}, hyper_init={"beta_z": 1.0})
+    with pytest.raises(ShapeMismatchError, match="hyper_covariates"):
+        LatentGaussianModel(prior, lik, hyperpriors={"beta_x": Normal(0.0, 1.0)},
+                            hyper_covariates={"x": _X[:-1]})
+    m = LatentGaussianModel(prior, lik, hyperpriors={"beta_x": Normal(0.0, 1.0)},
+                            hyper_covariates={"x": _X}, hyper_init={"beta_x": 0.5})
+    assert m.obs_params == ("mean", "beta_x")
+    assert m.initial_theta()["beta_x"] == 0.5
+    np.testing.assert_allclose(m.base_obs({"beta_x": 2.0}), 2.0 * _X)
