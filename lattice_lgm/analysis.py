@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .errors import InvalidParameterError
+from .errors import InvalidParameterError, UnsupportedOperationError
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
@@ -66,10 +66,20 @@ _LENGTH_M = {"m": 1.0, "metre": 1.0, "meter": 1.0, "metres": 1.0, "meters": 1.0,
              "kilometre": 1e3, "kilometer": 1e3}
 
 
-def measure_unit(lattice: Any) -> str:
-    """The unit of the exposure: ``u`` in 1-D, ``u²`` in 2-D (``u`` the coordinate units)."""
+def measure_unit(lattice: Any, time_units: str | None = None) -> str:
+    """The unit of the exposure: ``u``, ``u²`` or ``u²·time`` (1-D, 2-D, space-time).
+
+    ``u`` is the coordinate units; in space-time the exposure is area × time step and
+    ``time_units`` names the time axis' unit.
+    """
     u = lattice.units or "unit"
-    return u if lattice.ndim == 1 else f"{u}{'²' if lattice.ndim == 2 else '³'}"
+    if lattice.ndim == 3:
+        return f"{u}²·{time_units or 'time unit'}"
+    return u if lattice.ndim == 1 else f"{u}²"
+
+
+def _unit(model: Any) -> str:
+    return measure_unit(model.lattice, getattr(model, "time_units", None))
 
 
 def posterior_dataset(model: Any, states: Sequence[Any]) -> xr.Dataset:
@@ -103,12 +113,14 @@ def posterior_dataset(model: Any, states: Sequence[Any]) -> xr.Dataset:
         f[:, k] = s.f.reshape(n, -1)[:, idx].reshape(n, *lat.shape)
     cd = {"chain": chains, "draw": np.arange(d)}
     data = {"f": (("chain", "draw", *lat.dims), f)}
+    as_coef = set(getattr(model, "hyper_coefficients", {}).values())
     for name in states[0].theta:
-        data[name] = (("chain", "draw"), np.stack([s.theta[name] for s in states], axis=1))
+        if name not in as_coef:  # hyperparameter coefficients go into ``beta`` below
+            data[name] = (("chain", "draw"), np.stack([s.theta[name] for s in states], axis=1))
     data["loglik"] = (("chain", "draw"), np.stack([s.loglik for s in states], axis=1))
     if model.coef_names:
         data["beta"] = (("chain", "draw", "covariate"),
-                        np.stack([s.beta for s in states], axis=1))
+                        np.stack([model.coefficient_draws(s) for s in states], axis=1))
         cd["covariate"] = list(model.coef_names)
     coords = {**cd, **{k: v for k, v in lat.coords().items()}}
     return xr.Dataset(data, coords=coords,
@@ -149,17 +161,17 @@ def log_intensity(model: Any, posterior: xr.Dataset) -> xr.DataArray:
         eta = eta + xr.DataArray(model.offset, dims=model.lattice.dims)
     eta = eta.where(xr.DataArray(model.inside, dims=model.lattice.dims))
     return eta.rename("log_intensity").assign_attrs(
-        long_name="log intensity", units=f"log(points per {measure_unit(model.lattice)})")
+        long_name="log intensity", units=f"log(points per {_unit(model)})")
 
 
-def _per_factor(lattice: Any, per: str | None) -> tuple[float, str]:
+def _per_factor(lattice: Any, per: str | None, unit: str) -> tuple[float, str]:
     units = lattice.units
     if per is None:
-        return 1.0, f"points per {measure_unit(lattice)}"
+        return 1.0, f"points per {unit}"
     if lattice.ndim != 2:
         raise InvalidParameterError(
             f"per={per!r} converts areas; this lattice is {lattice.ndim}-D (intensity per "
-            f"{measure_unit(lattice)}): leave per=None.")
+            f"{unit}): leave per=None.")
     if per not in _AREA_M2:
         raise InvalidParameterError(f"per={per!r} is not one of {sorted(_AREA_M2)} (or None).")
     key = (units or "").strip().lower()
@@ -185,7 +197,7 @@ def intensity(model: Any, posterior: xr.Dataset, *, per: str | None = None) -> x
     -------
     xarray.DataArray, dims (chain, draw, *lattice.dims)
     """
-    factor, label = _per_factor(model.lattice, per)
+    factor, label = _per_factor(model.lattice, per, _unit(model))
     lam = np.exp(log_intensity(model, posterior)) * factor
     return lam.rename("intensity").assign_attrs(long_name="intensity", units=label)
 
@@ -272,18 +284,28 @@ def resolution_check(model: Any, posterior: xr.Dataset) -> dict[str, float]:
     Returns
     -------
     dict
-        ``h`` (the largest cell side), ``range_median``, ``cells_per_range`` and
-        ``h_over_range``.
+        ``h`` (the largest spatial cell side), ``range_median``, ``cells_per_range`` and
+        ``h_over_range``; in space-time also ``h_t``, ``range_t_median``,
+        ``steps_per_range_t`` and ``h_t_over_range_t`` for the time axis.
     """
     _require(posterior, "range")
-    h = float(max(model.lattice.spacing))
-    r = float(posterior["range"].median())
-    out = {"h": h, "range_median": r, "cells_per_range": r / h, "h_over_range": h / r}
-    if r / h < MIN_CELLS_PER_RANGE:
-        warnings.warn(
-            f"the posterior median range {r:.4g} spans only {r / h:.2g} cells of size {h:g} "
-            f"(< {MIN_CELLS_PER_RANGE:g}): the field varies within cells and the grid is too "
-            "coarse; refit with a smaller cell_size.", stacklevel=2)
+    lat = model.lattice
+    spatial = lat.spacing[1:] if lat.ndim == 3 else lat.spacing
+    checks = [("range", "h", float(max(spatial)), "cells", "a smaller cell_size")]
+    if lat.ndim == 3 and "range_t" in posterior:
+        checks.append(("range_t", "h_t", float(lat.spacing[0]), "time steps",
+                       "a finer time step"))
+    out: dict[str, float] = {}
+    for name, hname, h, what, remedy in checks:
+        r = float(posterior[name].median())
+        n_per = "cells_per_range" if name == "range" else "steps_per_range_t"
+        out.update({hname: h, f"{name}_median": r, n_per: r / h, f"{hname}_over_{name}": h / r})
+        if r / h < MIN_CELLS_PER_RANGE:
+            warnings.warn(
+                f"the posterior median {name} {r:.4g} spans only {r / h:.2g} {what} of size "
+                f"{h:g} (< {MIN_CELLS_PER_RANGE:g}): the field varies within cells and the grid "
+                f"is too coarse; refit with {remedy}.",
+                stacklevel=2)
     return out
 
 
@@ -327,12 +349,15 @@ def prior_dataset(model: Any, n: int, rng: np.random.Generator) -> xr.Dataset:
         prior = model.model.prior_for(theta, model.prior)
         f[i] = prior.sample(rng, 1)[0]  # exact draws on the window (every backend)
     data = {"f": (("chain", "draw", *lat.dims), f[None])}
-    data.update({k: (("chain", "draw"), v[None]) for k, v in draws.items()})
+    as_coef = getattr(model, "hyper_coefficients", {})
+    data.update({k: (("chain", "draw"), v[None]) for k, v in draws.items()
+                 if k not in as_coef.values()})
     coords: dict[str, Any] = {"chain": [0], "draw": np.arange(n), **lat.coords()}
     if model.coef_names:
         sds = np.asarray(model.model.beta_sd)
-        data["beta"] = (("chain", "draw", "covariate"),
-                        sds * rng.standard_normal((1, n, len(sds))))
+        block = iter((sds * rng.standard_normal((n, len(sds)))).T)
+        cols = [draws[as_coef[c]] if c in as_coef else next(block) for c in model.coef_names]
+        data["beta"] = (("chain", "draw", "covariate"), np.stack(cols, axis=1)[None])
         coords["covariate"] = list(model.coef_names)
     return xr.Dataset(data, coords=coords, attrs={"units": lat.units or "", "source": "prior"})
 
@@ -369,7 +394,8 @@ def predictive_patterns(model: Any, posterior: xr.Dataset, n: int, rng: np.rando
             while len(got) < k:  # rejection inside the window (only boundary cells loop)
                 u = corner + rng.random((max(2 * (k - len(got)), 4), lat.ndim)) * h
                 xy = u[:, ::-1]  # lattice (y, x) order -> (x, y)
-                keep = u if full[cell] else u[model.window.contains(xy)]
+                inside = model.window.contains(xy[:, :2] if lat.ndim == 3 else xy)
+                keep = u if full[cell] else u[inside]
                 got = np.concatenate([got, keep])
             pts.append(got[:k, ::-1])
         out.append(np.concatenate(pts) if pts else np.empty((0, lat.ndim)))
@@ -410,6 +436,11 @@ def second_order_check(model: Any, posterior: xr.Dataset, *, nsim: int = 99,
 
     if stat not in ("pcf", "L"):
         raise InvalidParameterError(f"stat={stat!r} must be 'pcf' or 'L'.")
+    if model.lattice.ndim != 2:
+        raise UnsupportedOperationError(
+            f"second_order_check compares planar pcf / L functions; this LGCP is "
+            f"{model.lattice.ndim}-D. For space-time data check each time slice's pattern "
+            "(model.points[:, :2] within a slice) as a 2-D LGCP.")
     geom = model.window.to_shapely()
 
     def curve(pts: np.ndarray, rr: np.ndarray | None) -> xr.DataArray:
@@ -488,6 +519,8 @@ def summary(model: Any, posterior: xr.Dataset, *, bound_fraction: float = 0.9) -
     _require(posterior, "sd", "range", "f")
     rows: dict[str, np.ndarray] = {"sd": posterior["sd"].values,
                                    "range": posterior["range"].values}
+    if "range_t" in posterior:
+        rows["range_t"] = posterior["range_t"].values
     beta = posterior["beta"].values if "beta" in posterior else np.zeros((*rows["sd"].shape, 0))
     mean = posterior["mean"].values if "mean" in posterior else np.zeros(rows["sd"].shape)
     if model.coef_names:
@@ -525,13 +558,14 @@ def summary(model: Any, posterior: xr.Dataset, *, bound_fraction: float = 0.9) -
     bad = df.index[df["r_hat"] > 1.01].tolist()
     if bad:
         notes.append(f"not converged, run longer: R-hat > 1.01 for {', '.join(bad)}")
-    upper = model.prior_spec["range"].upper
-    if np.isfinite(upper):
-        frac = float((rows["range"] > bound_fraction * upper).mean())
-        if frac > 0.1:
-            notes.append(f"the range posterior presses on its upper bound {upper:g}: "
-                         f"{100 * frac:.0f}% of draws above {bound_fraction:g}× the bound; "
-                         "raise the range prior's upper bound (the torus grows with it)")
+    for name in ("range", "range_t"):
+        upper = model.prior_spec[name].upper if name in rows else np.inf
+        if np.isfinite(upper):
+            frac = float((rows[name] > bound_fraction * upper).mean())
+            if frac > 0.1:
+                notes.append(f"the {name} posterior presses on its upper bound {upper:g}: "
+                             f"{100 * frac:.0f}% of draws above {bound_fraction:g}× the bound; "
+                             f"raise the {name} prior's upper bound (the torus grows with it)")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         resolution_check(model, posterior)

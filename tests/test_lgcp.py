@@ -452,3 +452,43 @@ def test_one_dimensional_lgcp_on_the_coal_mining_disasters():
     assert analysis.intensity(m, post).attrs["units"] == "points per d"
     with pytest.raises(InvalidParameterError, match="1-D"):
         analysis.intensity(m, post, per="ha")
+
+
+def test_coefficients_as_hyperparameters(model):
+    """coefficients="hyper": beta_z is slice-moved like the intercept; the posterior layout,
+    the log intensity and the original-scale coefficients are those of the block model."""
+    m = LGCP(_pattern(), (0, 100, 0, 100), cell_size=6.25, units="m",
+             covariates={"z": _covariate()}, formula="~ z", coefficients="hyper")
+    assert m.model.hyper_names == ("sd", "range", "mean", "beta_z")
+    assert m.model.n_beta == 0 and m.coef_names == ["z"]
+    assert m.hyper_coefficients == {"z": "beta_z"}
+    assert m.prior_spec["beta_z"].sd == 1.0
+    assert m.start["beta_z"] == pytest.approx(float(m.glm.coef[0]))
+    assert "as hyperparameters" in m.describe()
+    # η at the observed cells: mean + beta_z · z (standardised) + offset, exactly
+    theta = {"sd": 1.0, "range": 20.0, "mean": -3.0, "beta_z": 0.4}
+    col = np.nan_to_num(m.design.columns[0], nan=0.0).reshape(-1)[m.likelihood.obs_index]
+    np.testing.assert_allclose(m.model.base_obs(theta), -3.0 + 0.4 * col, rtol=1e-14)
+    # the same fake posterior gives the same log intensity under both parameterisations
+    post = _fake_posterior(model)
+    np.testing.assert_allclose(analysis.log_intensity(m, post).values,
+                               analysis.log_intensity(model, post).values, rtol=1e-12)
+    # a short run: beta_z moves, and lands in ``beta`` (covariate z), not as its own variable
+    rngs = chain_rngs(8, 2)
+    state = m.init_state(rngs)
+    b0 = state.theta["beta_z"].copy()
+    sweep = m.sampler(n_latent=2)
+    states = []
+    for _ in range(3):
+        state, _ = sweep.step(state, rngs)
+        states.append(state)
+    assert not np.array_equal(state.theta["beta_z"], b0)
+    post = analysis.posterior_dataset(m, states)
+    assert "beta_z" not in post and list(post["beta"]["covariate"].values) == ["z"]
+    np.testing.assert_array_equal(post["beta"].values[:, -1, 0], state.theta["beta_z"])
+    table = analysis.summary(m, post)
+    assert "z" in table.index
+    prior = analysis.prior_dataset(m, 50, np.random.default_rng(0))
+    assert "beta_z" not in prior and prior["beta"].shape == (1, 50, 1)
+    with pytest.raises(InvalidParameterError, match="coefficients"):
+        LGCP(_pattern(), (0, 100, 0, 100), cell_size=10.0, coefficients="free")

@@ -9,6 +9,14 @@
 intensity λ is per unit area of the lattice's coordinate units (points per m² when the
 coordinates are in metres), because the exposure ``|c ∩ W|`` is an area in those units.
 
+Dimensions come from the lattice: ``("x",)`` in 1-D (intensity per unit length), ``("y", "x")``
+in 2-D and ``("t", "y", "x")`` for space-time.  A space-time LGCP observes a 2-D window over the
+lattice's time extent (exposure = area × time step) and uses the *separable* covariance
+``sd² ρ_s(|s|/ℓ_s) ρ_t(|u|/ℓ_t)`` (:class:`~lattice_lgm.covariance.SpaceTime`; Brix & Diggle
+2001, Diggle et al. 2013 §3): a Matérn(ν) in space and, by default, an exponential (Matérn ½,
+the continuous-time AR(1)) in time, with its own range ``range_t`` and PC prior
+``P(range_t < T/10) = 0.05`` truncated at ``T/2`` (``T`` the time extent).
+
 :class:`LGCP` does the glue a spatial statistician expects (DESIGN §9): it bins the points with
 the exposure of every cell (:mod:`lattice_lgm.window`), regrids, checks and standardises the
 covariates (:mod:`lattice_lgm.covariates`), states the priors the INLA way — penalised-complexity
@@ -27,8 +35,9 @@ Default priors (all overridable; printed by :meth:`LGCP.describe` and kept in
   priori unlikely);
 - intercept (the ``mean`` hyperparameter): ``Normal(log(n/|W|), 5)`` — centred on the observed
   log intensity so that the prior does not depend on the coordinate units;
-- coefficients of standardised covariates: ``Normal(0, 1)`` inside the Gaussian block (a change
-  of one covariate SD multiplies the intensity by ``e^β``), reported on the original scale.
+- coefficients of standardised covariates: ``Normal(0, 1)`` (a change of one covariate SD
+  multiplies the intensity by ``e^β``), inside the Gaussian block by default or as
+  hyperparameters ``beta_<name>`` (``coefficients="hyper"``), reported on the original scale.
 """
 
 from __future__ import annotations
@@ -41,13 +50,13 @@ from typing import Any
 import numpy as np
 
 from .._validation import positive_float
-from ..covariance import Matern
+from ..covariance import Covariance, Matern, SpaceTime
 from ..errors import InvalidParameterError, UnsupportedOperationError
 from ..hyperpriors import Hyperprior, Normal, PCPriorRange, PCPriorSD
 from ..lattice import Lattice
 from ..likelihoods import Poisson
 from ..priors import CirculantPrior, DensePrior, GaussianPrior, GMRFPrior
-from .latent import LatentGaussianModel
+from .latent import BETA_PREFIX, LatentGaussianModel
 
 __all__ = ["LGCP"]
 
@@ -97,14 +106,25 @@ class LGCP:
         Field prior: circulant embedding (Matérn ``nu``), Matérn-SPDE GMRF (``ν = α − d/2``,
         ``alpha``), or dense (the oracle; refused above 4096 cells unless ``allow_dense``).
     nu : float
-        Matérn smoothness of the circulant and dense priors.
+        Matérn smoothness of the circulant and dense priors (in space, for space-time).
+    nu_t : float
+        Space-time only: Matérn smoothness in time (default 0.5, exponential).
+    range_t_prior : Hyperprior, optional
+        Space-time only: prior of the temporal range (default: module docstring).
+    time_units : str, optional
+        Space-time only: units of the time axis (e.g. ``"day"``), for reported intensities.
     alpha : int
         SPDE order of the GMRF prior.
     range_prior, sd_prior, intercept_prior : Hyperprior, optional
         Override the default priors (module docstring).  ``range_prior`` must have a finite
         ``upper`` bound for the circulant backend.
     beta_sd : float
-        Prior sd of the standardised coefficients (Gaussian block).
+        Prior sd of the standardised coefficients.
+    coefficients : {"block", "hyper"}
+        ``"block"`` (default): the coefficients sit in the Gaussian block and elliptical slice
+        sampling rotates them jointly with the field (DESIGN §4).  ``"hyper"``: each is a
+        hyperparameter ``beta_<name>`` with prior ``Normal(0, beta_sd)``, moved by the
+        hyperparameter slice sampler like the intercept (one univariate slice each per sweep).
     intercept : {"hyper", "block"}
         ``"hyper"`` (default, Murray & Adams' way): the intercept is the ``mean``
         hyperparameter, moved by the hyperparameter slice sampler.  ``"block"``: it sits in the
@@ -153,11 +173,15 @@ class LGCP:
         scale: bool = True,
         backend: str = "circulant",
         nu: float = 1.5,
+        nu_t: float = 0.5,
         alpha: int = 2,
         range_prior: Hyperprior | None = None,
         sd_prior: Hyperprior | None = None,
         intercept_prior: Hyperprior | None = None,
+        range_t_prior: Hyperprior | None = None,
+        time_units: str | None = None,
         beta_sd: float = BETA_SD,
+        coefficients: str = "block",
         intercept: str = "hyper",
         offset: np.ndarray | None = None,
         outside: str = "raise",
@@ -166,6 +190,10 @@ class LGCP:
     ) -> None:
         from ..window import Window, bin_points, lattice_for_window, read_points
 
+        if coefficients not in ("block", "hyper"):
+            raise InvalidParameterError(
+                f"coefficients={coefficients!r} must be 'block' (in the Gaussian block with the "
+                "field) or 'hyper' (hyperparameters beta_<name>, moved by the slice sampler).")
         if intercept not in ("hyper", "block"):
             raise InvalidParameterError(
                 f"intercept={intercept!r} must be 'hyper' (the mean hyperparameter) or 'block' "
@@ -188,12 +216,17 @@ class LGCP:
                                          units=units, crs=crs)
         elif not isinstance(lattice, Lattice):
             raise InvalidParameterError(f"lattice={lattice!r} must be a lattice_lgm.Lattice.")
-        if lattice.ndim == 3:
+        if lattice.ndim == 3 and backend == "gmrf":
             raise UnsupportedOperationError(
-                "space-time LGCPs (a 3-D lattice) need a separable space-time covariance, "
-                "which lattice_lgm does not provide yet; fit each time slice, or aggregate."
-            )
+                "backend='gmrf' has no separable space-time precision yet (its SPDE would be an "
+                "isotropic 3-D field mixing time and space units); use backend='circulant' for "
+                "space-time LGCPs.")
+        if lattice.ndim != 3 and (range_t_prior is not None or time_units is not None):
+            raise InvalidParameterError(
+                "range_t_prior and time_units are for space-time LGCPs (a 3-D lattice with dims "
+                f"('t', 'y', 'x')); this lattice is {lattice.ndim}-D.")
         self.lattice = lattice
+        self.time_units = time_units
         self.binned = bin_points(points, lattice, self.window, outside=outside)
         xy = read_points(points) if not isinstance(points, np.ndarray) else (
             np.asarray(points, dtype=np.float64).reshape(len(points), -1))
@@ -211,8 +244,9 @@ class LGCP:
         self.area = float(self.exposure.sum())
         self.beta_sd = positive_float("beta_sd", beta_sd, "a prior sd > 0, e.g. 1.0")
         self.design = self._build_design(formula, covariates, regrid, center, scale)
-        self.intercept = intercept
-        self.prior_spec = self._priors(range_prior, sd_prior, intercept_prior)
+        self.intercept, self.coefficients = intercept, coefficients
+        self.nu_t = positive_float("nu_t", nu_t, "a Matérn smoothness > 0, e.g. 0.5")
+        self.prior_spec = self._priors(range_prior, sd_prior, intercept_prior, range_t_prior)
         self.backend, self.nu, self.alpha = backend, float(nu), int(alpha)
         self.min_contrast = self.glm = None
         if cross_check:
@@ -223,11 +257,20 @@ class LGCP:
                                   mask=self.inside)
         self.offset = self._offset(offset)
         cols = [] if self.design is None else list(np.nan_to_num(self.design.columns, nan=0.0))
-        sds = [self.beta_sd] * len(cols)
-        #: names of the Gaussian-block coefficients (``beta`` in the posterior)
-        self.coef_names = [] if self.design is None else list(self.design.names)
+        names = [] if self.design is None else list(self.design.names)
+        #: every coefficient, in the order of ``beta`` in the posterior (the block intercept
+        #: first when ``intercept="block"``, then the covariates)
+        self.coef_names = list(names)
+        #: coefficient name -> its hyperparameter name, for ``coefficients="hyper"``
+        self.hyper_coefficients: dict[str, str] = {}
         hyper = dict(self.prior_spec)
         mean0 = self.start["mean"]
+        hyper_cov: dict[str, np.ndarray] = {}
+        if coefficients == "hyper":
+            hyper_cov = dict(zip(names, cols, strict=True))
+            self.hyper_coefficients = {n: BETA_PREFIX + n for n in names}
+            cols = []
+        sds = [self.beta_sd] * len(cols)
         if intercept == "block":
             ip = hyper.pop("mean")
             cols.insert(0, np.ones(lattice.shape))
@@ -237,7 +280,8 @@ class LGCP:
         self.model = LatentGaussianModel(
             self.prior, self.likelihood, hyperpriors=hyper, mean=mean0,
             offset=self.offset, covariates=np.array(cols) if cols else None,
-            beta_sd=np.array(sds) if sds else 1.0,
+            beta_sd=np.array(sds) if sds else 1.0, hyper_covariates=hyper_cov,
+            hyper_init={BETA_PREFIX + n: self.start[BETA_PREFIX + n] for n in hyper_cov},
         )
 
     # -- construction steps -------------------------------------------------------------------
@@ -245,6 +289,18 @@ class LGCP:
     def window_scale(self) -> float:
         """``L``: the shorter side of the window's bounding box (the length interval in 1-D)."""
         return float(min(hi - lo for lo, hi in self.window.bounds))
+
+    @property
+    def time_extent(self) -> float:
+        """``T``: the time extent of a space-time lattice (``shape[0] · spacing[0]``)."""
+        if self.lattice.ndim != 3:
+            raise InvalidParameterError("time_extent is defined for space-time (3-D) LGCPs only.")
+        return float(self.lattice.shape[0] * self.lattice.spacing[0])
+
+    @property
+    def spatial_ndim(self) -> int:
+        """Number of spatial axes (the time axis of a space-time lattice excluded)."""
+        return 2 if self.lattice.ndim == 3 else self.lattice.ndim
 
     def _build_design(self, formula, covariates, regrid, center, scale):
         if not covariates:
@@ -278,9 +334,14 @@ class LGCP:
             out = centre + (0.0 if out is None else out) + np.zeros(self.lattice.shape)
         return out
 
-    def _priors(self, range_prior, sd_prior, intercept_prior) -> dict[str, Hyperprior]:
+    def _priors(self, range_prior, sd_prior, intercept_prior,
+                range_t_prior=None) -> dict[str, Hyperprior]:
         L = self.window_scale
-        ndim = self.lattice.ndim
+        ndim = self.spatial_ndim
+        if self.lattice.ndim == 3 and range_t_prior is None:
+            T = self.time_extent
+            range_t_prior = PCPriorRange(RANGE_FRACTION * T, RANGE_ALPHA, 1,
+                                         upper=RANGE_UPPER_FRACTION * T)
         if range_prior is None:
             range_prior = PCPriorRange(RANGE_FRACTION * L, RANGE_ALPHA, ndim,
                                        upper=RANGE_UPPER_FRACTION * L)
@@ -288,8 +349,11 @@ class LGCP:
             sd_prior = PCPriorSD(SD0, SD_ALPHA)
         if intercept_prior is None:
             intercept_prior = Normal(math.log(self.n_points / self.area), INTERCEPT_SD)
-        for name, hp in (("range_prior", range_prior), ("sd_prior", sd_prior),
-                         ("intercept_prior", intercept_prior)):
+        named = [("range_prior", range_prior), ("sd_prior", sd_prior),
+                 ("intercept_prior", intercept_prior)]
+        if range_t_prior is not None:
+            named.append(("range_t_prior", range_t_prior))
+        for name, hp in named:
             if not isinstance(hp, Hyperprior):
                 raise InvalidParameterError(
                     f"{name}={hp!r} must be a lattice_lgm.hyperpriors.Hyperprior, e.g. "
@@ -299,7 +363,12 @@ class LGCP:
             raise InvalidParameterError(
                 f"intercept='block' needs a Normal intercept_prior (got {intercept_prior!r}): "
                 "the Gaussian block holds Gaussian coefficients only.")
-        return {"sd": sd_prior, "range": range_prior, "mean": intercept_prior}
+        spec = {"sd": sd_prior, "range": range_prior, "mean": intercept_prior}
+        if range_t_prior is not None:
+            spec["range_t"] = range_t_prior
+        if self.coefficients == "hyper" and self.design is not None:
+            spec.update({BETA_PREFIX + n: Normal(0.0, self.beta_sd) for n in self.design.names})
+        return spec
 
     def _cross_check(self) -> None:
         from ..spatialstats import min_contrast_lgcp, poisson_glm
@@ -332,19 +401,43 @@ class LGCP:
         coef = (np.zeros(0) if self.glm is None or self.design is None
                 else np.asarray(self.glm.coef, dtype=float))
         # E exp(f) = exp(sd²/2): the GLM's intercept is the log mean intensity
-        return {"sd": float(sd), "range": float(rng), "mean": float(intercept - sd * sd / 2),
-                "beta": coef, "notes": notes}
+        out = {"sd": float(sd), "range": float(rng), "mean": float(intercept - sd * sd / 2),
+               "beta": coef, "notes": notes}
+        if "range_t" in self.prior_spec:
+            # no frequentist space-time fit here: the prior median (noted in describe())
+            out["range_t"] = float(self.prior_spec["range_t"].ppf(0.5))
+        if self.design is not None:
+            glm_coef = coef if len(coef) else np.zeros(self.design.p)
+            out.update({BETA_PREFIX + n: float(b)
+                        for n, b in zip(self.design.names, glm_coef, strict=True)})
+        return out
+
+    def kernel(self, sd: float, range: float, range_t: float | None = None) -> Covariance:
+        """The field's covariance at the given hyperparameters (circulant and dense backends).
+
+        Matérn(ν) in 1-D and 2-D; in space-time the separable Matérn(ν) × Matérn(ν_t).
+        """
+        if self.lattice.ndim == 3:
+            rt = self.start["range_t"] if range_t is None else range_t
+            return SpaceTime(Matern(self.nu, range=range), Matern(self.nu_t, range=rt),
+                             sd=sd, range=range, range_t=rt)
+        return Matern(self.nu, sd=sd, range=range)
 
     def _field_prior(self, allow_dense: bool) -> GaussianPrior:
         lat, st = self.lattice, self.start
         upper = self.prior_spec["range"].upper
+        kernel = self.kernel(st["sd"], st["range"])
         if self.backend == "circulant":
-            if not math.isfinite(upper):
-                raise InvalidParameterError(
-                    "the circulant backend sizes its torus for the range prior's upper bound, "
-                    f"but range_prior={self.prior_spec['range']!r} has none; pass upper=...")
-            return CirculantPrior(lat, Matern(self.nu, sd=st["sd"], range=st["range"]),
-                                  max_range=upper)
+            bounds = {"range": upper}
+            if lat.ndim == 3:
+                bounds["range_t"] = self.prior_spec["range_t"].upper
+            for k, b in bounds.items():
+                if not math.isfinite(b):
+                    raise InvalidParameterError(
+                        "the circulant backend sizes its torus for the range priors' upper "
+                        f"bounds, but {k}_prior={self.prior_spec[k]!r} has none; pass upper=...")
+            max_range = ((bounds["range_t"], upper, upper) if lat.ndim == 3 else upper)
+            return CirculantPrior(lat, kernel, max_range=max_range)
         if self.backend == "gmrf":
             pad_range = upper if math.isfinite(upper) else 2 * st["range"]
             return GMRFPrior.matern(lat, sd=st["sd"], range=pad_range,
@@ -353,7 +446,7 @@ class LGCP:
             raise InvalidParameterError(
                 f"backend='dense' on {lat.size} cells builds and factors a {lat.size}² matrix "
                 f"per proposal; use 'circulant' or 'gmrf', or pass allow_dense=True.")
-        return DensePrior.from_lattice(lat, Matern(self.nu, sd=st["sd"], range=st["range"]))
+        return DensePrior.from_lattice(lat, kernel)
 
     # -- running chains -----------------------------------------------------------------------
     def chain_starts(self, rngs: list[np.random.Generator],
@@ -361,9 +454,10 @@ class LGCP:
         """Overdispersed starting hyperparameters, one mapping per chain.
 
         Around the cross-check's values: ``sd`` and ``range`` multiplied by ``exp(spread · z)``
-        and the intercept shifted by ``spread · z`` (``z ~ N(0, 1)`` from each chain's own
-        stream), kept inside the priors' supports (values that would leave it are redrawn,
-        never clipped).  R-hat compares chains started apart, so they must start apart.
+        and the intercept (and hyperparameter coefficients) shifted by ``spread · z``
+        (``z ~ N(0, 1)`` from each chain's own stream), kept inside the priors' supports (values
+        that would leave it are redrawn, never clipped).  R-hat compares chains started apart,
+        so they must start apart.
 
         Parameters
         ----------
@@ -382,7 +476,8 @@ class LGCP:
                 hp, centre = self.prior_spec[name], self.start[name]
                 for _ in range(100):
                     z = spread * r.standard_normal()
-                    v = centre + z if name == "mean" else centre * math.exp(z)
+                    additive = name in self.model.obs_params
+                    v = centre + z if additive else centre * math.exp(z)
                     if hp.lower < v < hp.upper:
                         break
                 else:  # pragma: no cover - only with an absurd spread
@@ -426,6 +521,21 @@ class LGCP:
         return init_state(self.model, rngs, chains=chains,
                           theta=self.chain_starts(rngs, spread))
 
+    def coefficient_draws(self, state: Any) -> np.ndarray:
+        """Every coefficient of a sampler state, in :attr:`coef_names` order.
+
+        Block coefficients come from ``state.beta``, hyperparameter ones from ``state.theta``.
+
+        Returns
+        -------
+        ndarray, shape (n_chains, len(coef_names))
+        """
+        n = len(state.chains)
+        block = iter(np.asarray(state.beta, dtype=float).reshape(n, -1).T)
+        cols = [np.asarray(state.theta[self.hyper_coefficients[c]], dtype=float)
+                if c in self.hyper_coefficients else next(block) for c in self.coef_names]
+        return np.stack(cols, axis=1) if cols else np.zeros((n, 0))
+
     # -- reporting ----------------------------------------------------------------------------
     def coefficients_original(self, beta: np.ndarray, intercept: np.ndarray | float = 0.0):
         """Coefficients and intercept on the covariates' original scale.
@@ -458,27 +568,39 @@ class LGCP:
         from ..analysis import measure_unit
 
         u = lat.units or "units"
-        mu = measure_unit(lat)
+        mu = measure_unit(lat, self.time_units)
+        where = f"a {self.window.kind} window of area {self.area:.6g} {mu}"
+        if lat.ndim == 3:
+            tu = self.time_units or "time units"
+            where = (f"a {self.window.kind} window of area {self.window.area:.6g} {u}² over "
+                     f"{self.time_extent:.6g} {tu} (exposure {self.area:.6g} {mu})")
         lines = [
-            f"LGCP: {self.n_points} points in a {self.window.kind} window of area "
-            f"{self.area:.6g} {mu}"
+            f"LGCP: {self.n_points} points in {where}"
             + (f" ({b.n_dropped} outside dropped)" if b.n_dropped else "")
             + (f", {b.n_duplicates} duplicate locations kept" if b.n_duplicates else "")
             + (f", {b.n_moved} edge points assigned to the nearest open cell" if b.n_moved
                else ""),
             f"lattice {lat.shape} ({', '.join(lat.dims)}), cells "
-            f"{' × '.join(f'{h:g}' for h in lat.spacing)} {u}, "
+            + (f"{lat.spacing[0]:g} {self.time_units or 'time units'} × " if lat.ndim == 3
+               else "")
+            + f"{' × '.join(f'{h:g}' for h in lat.spacing[lat.ndim == 3:])} {u}, "
             f"{int(self.inside.sum())} cells overlap the window",
             f"field prior: {self.prior.describe()}",
             "priors:",
             f"  range: {self.prior_spec['range'].describe()}",
             f"  sd:    {self.prior_spec['sd'].describe()}",
+            *([f"  range_t ({self.time_units or 'time units'}): "
+               f"{self.prior_spec['range_t'].describe()}; start at its median "
+               f"{self.start['range_t']:.4g} (no frequentist space-time fit)"]
+              if "range_t" in self.prior_spec else []),
             f"  intercept (log points per {mu}): {self.prior_spec['mean'].describe()}"
             + (" (in the Gaussian block)" if self.intercept == "block" else ""),
         ]
         if self.design is not None:
+            where = ("as hyperparameters beta_<name>" if self.coefficients == "hyper"
+                     else "in the Gaussian block")
             lines.append(f"  coefficients of {', '.join(self.design.names)} (standardised): "
-                         f"Normal(0, {self.beta_sd:g}) in the Gaussian block")
+                         f"Normal(0, {self.beta_sd:g}) {where}")
             lines.append("covariates: " + self.design.describe())
         if self.min_contrast is not None:
             lines.append("cross-check: " + self.min_contrast.describe())
