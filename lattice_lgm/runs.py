@@ -1,0 +1,832 @@
+"""``sample()``: run chains of a model into an ArviZ-layout DataTree, in memory or a zarr store.
+
+One *draw* is one Gibbs sweep (``thin`` sweeps per stored draw after tuning); ``draws`` counts
+stored draws.  Fields are stored as float32 (``thin_fields`` keeps every k-th draw's field;
+0 keeps none, only the online summaries and the hyperparameters).  With ``store=path`` the draws
+stream into a zarr store (:mod:`lattice_lgm.store`) in aligned blocks, with a checkpoint every
+``checkpoint_every`` draws from which :func:`resume` continues exactly: the resumed store holds
+the same bytes as an uninterrupted run with the same seed (DESIGN §5 scope: same library
+versions and CPU family), having lost at most one checkpoint interval of work.
+
+Randomness (DESIGN §5): chain ``i`` of a run with seed ``s`` draws from
+``SeedSequence(s, spawn_key=(i,))`` (:func:`lattice_lgm.samplers.chain_rngs`), so a chain's
+draws do not depend on the other chains, on ``chain_ids`` splits or on thread counts.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ._validation import positive_int
+from .errors import InvalidParameterError, LatticeLGMError
+from .store import (
+    CheckpointError,
+    RunStore,
+    StoreExistsError,
+    VarSpec,
+    check_compatible,
+    hash_arrays,
+    library_versions,
+)
+
+__all__ = ["ResourceLimitError", "StoreExistsError", "resume", "sample"]
+
+#: default draws per chunk / checkpoint interval
+DEFAULT_CHECKPOINT_EVERY = 100
+#: seconds between progress records when stderr is not a terminal
+LOG_INTERVAL = 30.0
+#: default memory limit of an in-memory run, as a fraction of physical memory
+MEMORY_FRACTION = 0.5
+PHASES = ("warmup", "posterior")
+GROUPS = {"warmup": ("warmup_posterior", "warmup_posterior_fields", "warmup_sample_stats"),
+          "posterior": ("posterior", "posterior_fields", "sample_stats")}
+STATS = (("loglik", "f8"), ("n_loglik", "i8"), ("n_cov", "i8"), ("accepted", "i8"))
+
+
+class ResourceLimitError(LatticeLGMError, MemoryError):
+    """The projected memory or disk use of a run exceeds the configured limit."""
+
+
+def _nonneg_int(name: str, v: Any, hint: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+        raise InvalidParameterError(f"{name}={v!r} must be an int >= 0 ({hint}).")
+    return int(v)
+
+
+# -- the run plan ----------------------------------------------------------------------------------
+class _Plan:
+    """Everything fixed before the first sweep: sizes, layout, hashes (validated eagerly)."""
+
+    def __init__(self, model: Any, *, draws, tune, chains, random_seed, thin, thin_fields,
+                 checkpoint_every, representation, n_latent, discard_tuned_samples,
+                 chain_ids, thresholds, config) -> None:
+        from .analysis import DEFAULT_THRESHOLDS
+
+        if not hasattr(model, "model") or not hasattr(model, "lattice"):
+            raise InvalidParameterError(
+                f"model={model!r} must be a lattice_lgm model with a lattice (e.g. LGCP); "
+                "GP regression/classification models run through their samplers directly.")
+        self.draws = positive_int("draws", draws, "stored draws per chain, e.g. 1000")
+        self.tune = _nonneg_int("tune", tune, "warm-up sweeps per chain, e.g. 1000")
+        self.chains = positive_int("chains", chains, "e.g. 4 (R-hat needs several)")
+        if random_seed is None:
+            random_seed = int(np.random.SeedSequence().entropy % (2**63))
+        self.seed = _nonneg_int("random_seed", random_seed, "the run's seed")
+        self.thin = positive_int("thin", thin, "sweeps per stored draw, e.g. 1")
+        self.thin_fields = _nonneg_int("thin_fields", thin_fields,
+                                       "keep every k-th draw's field; 0 keeps none")
+        ce = DEFAULT_CHECKPOINT_EVERY if checkpoint_every is None else checkpoint_every
+        self.checkpoint_every = positive_int("checkpoint_every", ce,
+                                             "draws between checkpoints, e.g. 100")
+        if self.thin_fields > 1 and self.checkpoint_every % self.thin_fields:
+            raise InvalidParameterError(
+                f"checkpoint_every={self.checkpoint_every} must be a multiple of thin_fields="
+                f"{self.thin_fields} (field chunks hold whole blocks of kept fields).")
+        self.representation, self.n_latent = representation, int(n_latent)
+        self.discard = bool(discard_tuned_samples)
+        ids = list(range(self.chains)) if chain_ids is None else [int(c) for c in chain_ids]
+        if not ids or len(set(ids)) != len(ids) or min(ids) < 0 or max(ids) >= self.chains:
+            raise InvalidParameterError(
+                f"chain_ids={chain_ids!r} must be distinct chain indices in [0, {self.chains}) "
+                f"(chains={self.chains} is the run's total).")
+        self.chain_ids = ids
+        self.tag = "" if chain_ids is None else f"-c{ids[0]}-{ids[-1]}"
+        th = np.asarray(DEFAULT_THRESHOLDS if thresholds is None else thresholds, dtype=float)
+        if th.ndim != 1 or th.size == 0 or not np.all(np.isfinite(th)) or np.any(th <= 0):
+            raise InvalidParameterError(
+                f"thresholds={thresholds!r} must be relative-risk levels > 0, e.g. (1.5, 2, 3).")
+        self.thresholds = th
+        self.model = model
+        self.config = dict(config or {})
+        self.lens = {"warmup": 0 if self.discard else self.tune, "posterior": self.draws}
+        self.run_config = {
+            "draws": self.draws, "tune": self.tune, "chains": self.chains, "seed": self.seed,
+            "thin": self.thin, "thin_fields": self.thin_fields,
+            "checkpoint_every": self.checkpoint_every, "representation": representation,
+            "n_latent": self.n_latent, "discard_tuned_samples": self.discard,
+            "thresholds": [float(x) for x in th],
+        }
+
+    # -- data identity ----------------------------------------------------------------------------
+    def data_hash(self) -> str:
+        m = self.model
+        arrays = {"counts": getattr(m, "counts", np.zeros(0)),
+                  "exposure": getattr(m, "exposure", np.zeros(0)),
+                  "offset": np.zeros(0) if getattr(m, "offset", None) is None else m.offset}
+        design = getattr(m, "design", None)
+        if design is not None:
+            arrays["covariates"] = np.nan_to_num(design.columns, nan=0.0)
+        return hash_arrays(arrays)
+
+    def priors_text(self) -> dict[str, str]:
+        spec = getattr(self.model, "prior_spec", {})
+        return {k: hp.describe() for k, hp in spec.items()}
+
+    # -- layout -----------------------------------------------------------------------------------
+    def field_draws(self, n: int) -> int:
+        return 0 if self.thin_fields == 0 else -(-n // self.thin_fields)
+
+    def specs(self, sample_record: dict[str, Any]) -> tuple[list[VarSpec], dict]:
+        m, lat = self.model, self.model.lattice
+        dims, shape = tuple(lat.dims), tuple(lat.shape)
+        ce = self.checkpoint_every
+        specs: list[VarSpec] = []
+        coords: dict[str, dict[str, np.ndarray]] = {}
+        lat_coords = {k: np.asarray(v) for k, v in lat.coords().items()}
+        for phase in PHASES:
+            n = self.lens[phase]
+            if n == 0:
+                continue
+            post, fields, stats = GROUPS[phase]
+            chains = np.arange(self.chains)
+            coords[post] = {"chain": chains, "draw": np.arange(n)}
+            coords[stats] = {"chain": chains, "draw": np.arange(n)}
+            for name in sample_record["scalars"]:
+                specs.append(VarSpec(post, name, ("chain", "draw"), (self.chains, n), "f8", ce))
+            if m.coef_names:
+                specs.append(VarSpec(post, "beta", ("chain", "draw", "covariate"),
+                                     (self.chains, n, len(m.coef_names)), "f8", ce))
+                coords[post]["covariate"] = np.asarray(m.coef_names, dtype=str)
+            if self.thin_fields == 1:
+                specs.append(VarSpec(post, "f", ("chain", "draw", *dims),
+                                     (self.chains, n, *shape), "f4", ce,
+                                     attrs={"long_name": "latent field on the lattice"}))
+                coords[post].update(lat_coords)
+            elif self.thin_fields > 1:
+                nf = self.field_draws(n)
+                specs.append(VarSpec(fields, "f", ("chain", "draw", *dims),
+                                     (self.chains, nf, *shape), "f4", ce // self.thin_fields))
+                coords[fields] = {"chain": chains,
+                                  "draw": np.arange(0, n, self.thin_fields), **lat_coords}
+            for name, dt in STATS:
+                specs.append(VarSpec(stats, name, ("chain", "draw"), (self.chains, n), dt, ce))
+        # online summaries (over every stored posterior draw) and the data
+        summ = dict(lat_coords, chain=np.arange(self.chains), threshold=self.thresholds)
+        coords["summaries"] = summ
+        for name in ("intensity_mean", "intensity_var", "rr_mean", "rr_var"):
+            specs.append(VarSpec("summaries", name, ("chain", *dims), (self.chains, *shape),
+                                 "f8"))
+        specs.append(VarSpec("summaries", "exceedance_count",
+                             ("chain", "threshold", *dims),
+                             (self.chains, len(self.thresholds), *shape), "i8"))
+        specs.append(VarSpec("summaries", "n_draws", ("chain",), (self.chains,), "i8"))
+        coords["observed_data"] = dict(lat_coords)
+        specs.append(VarSpec("observed_data", "counts", dims, shape, "i8",
+                             data=np.asarray(m.counts, dtype=np.int64)))
+        cd = {"exposure": np.asarray(m.exposure, dtype=float),
+              "inside": np.asarray(m.inside, dtype=np.int8)}
+        if getattr(m, "offset", None) is not None:
+            cd["offset"] = np.asarray(m.offset, dtype=float)
+        coords["constant_data"] = dict(lat_coords)
+        for k, v in cd.items():
+            specs.append(VarSpec("constant_data", k, dims, shape, str(v.dtype), data=v))
+        if getattr(m, "design", None) is not None:
+            cols = np.asarray(m.design.columns, dtype=float)
+            specs.append(VarSpec("constant_data", "covariates", ("covariate", *dims),
+                                 cols.shape, "f8", data=cols))
+            coords["constant_data"]["covariate"] = np.asarray(m.design.names, dtype=str)
+        return specs, coords
+
+    def attrs(self) -> dict[str, Any]:
+        m = self.model
+        prior = m.model.prior
+        out = {
+            "created_by": "lattice_lgm.sample",
+            "config": self.config,
+            "run_config": self.run_config,
+            "priors": self.priors_text(),
+            "field_prior": prior.describe(),
+            "versions": library_versions(),
+            "data_sha256": self.data_hash(),
+            "units": getattr(m.lattice, "units", None) or "",
+            "dims": list(m.lattice.dims),
+        }
+        emb = getattr(prior, "embedding_shape", None)
+        if emb is not None:
+            out["embedding_shape"] = list(emb)
+        return out
+
+
+# -- sinks ---------------------------------------------------------------------------------------
+class _MemorySink:
+    """In-memory arrays with the store's layout; :meth:`tree` builds the DataTree."""
+
+    def __init__(self, specs: list[VarSpec], coords: dict, attrs: dict) -> None:
+        self.specs = {(s.group, s.name): s for s in specs}
+        self.arrays = {}
+        for s in specs:
+            a = np.full(s.shape, s.fill(), dtype=s.dtype)
+            if s.data is not None:
+                a[...] = s.data
+            self.arrays[(s.group, s.name)] = a
+        self.coords, self._attrs = coords, attrs
+        self.done: dict[str, dict[int, int]] = {}
+
+    def write(self, group, name, chains, draws, data):
+        self.arrays[(group, name)][chains, draws, ...] = data
+
+    def read(self, group, name, chains, draws):
+        return self.arrays[(group, name)][chains, draws, ...].copy()
+
+    def commit(self, phase, counts):
+        self.done.setdefault(phase, {}).update(counts)
+
+    def tree(self) -> Any:
+        import xarray as xr
+
+        groups: dict[str, dict[str, Any]] = {}
+        for (g, name), a in self.arrays.items():
+            groups.setdefault(g, {})[name] = (self.specs[(g, name)].dims, a,
+                                              self.specs[(g, name)].attrs)
+        out = {"/": xr.Dataset(attrs=_plain(self._attrs))}
+        for g, data in groups.items():
+            out[g] = xr.Dataset(data, coords=self.coords.get(g, {}))
+        return xr.DataTree.from_dict(out)
+
+
+def _plain(d: dict) -> dict:
+    import json
+
+    from .store import _json
+
+    return json.loads(_json(d))
+
+
+class _StoreSink:
+    def __init__(self, store: RunStore) -> None:
+        self.store = store
+
+    def write(self, group, name, chains, draws, data):
+        self.store.write(group, name, chains, draws, data)
+
+    def read(self, group, name, chains, draws):
+        return self.store.read(group, name, chains, draws)
+
+    def commit(self, phase, counts):
+        self.store.commit(phase, counts)
+
+
+# -- progress ------------------------------------------------------------------------------------
+class _Progress:
+    """A one-line bar with rate and ETA on a terminal; a log record every 30 s otherwise."""
+
+    def __init__(self, total: int, enabled: bool, label: str) -> None:
+        self.total, self.enabled, self.label = total, enabled, label
+        self.tty = enabled and sys.stderr.isatty()
+        self.t0 = time.monotonic()
+        self.last = 0.0
+        self.done0: int | None = None
+
+    def update(self, done: int, phase: str) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if self.done0 is None:
+            self.done0, self.t0 = done, now
+        if done < self.total and now - self.last < (0.5 if self.tty else LOG_INTERVAL):
+            return
+        self.last = now
+        rate = (done - self.done0) / max(now - self.t0, 1e-9)
+        eta = (self.total - done) / rate if rate > 0 else float("inf")
+        eta_s = "?" if not math.isfinite(eta) else time.strftime("%H:%M:%S", time.gmtime(eta))
+        frac = done / self.total
+        if self.tty:
+            bar = "#" * int(30 * frac) + "-" * (30 - int(30 * frac))
+            sys.stderr.write(f"\r{self.label} [{bar}] {done}/{self.total} sweeps ({phase}) "
+                             f"{rate:.2f}/s ETA {eta_s}  ")
+            if done >= self.total:
+                sys.stderr.write("\n")
+        else:
+            sys.stderr.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {self.label}: {done}/"
+                             f"{self.total} sweeps ({phase}), {rate:.2f} sweeps/s, ETA {eta_s}\n")
+        sys.stderr.flush()
+
+
+# -- the run -------------------------------------------------------------------------------------
+class _Welford:
+    """Per-chain running mean and M2 (Welford 1962) of intensity and RR, and exceedance counts."""
+
+    NAMES = ("intensity", "rr")
+
+    def __init__(self, n: int, shape: tuple[int, ...], n_thr: int) -> None:
+        self.n = np.zeros(n, dtype=np.int64)
+        self.mean = {k: np.zeros((n, *shape)) for k in self.NAMES}
+        self.m2 = {k: np.zeros((n, *shape)) for k in self.NAMES}
+        self.exceed = np.zeros((n, n_thr, *shape), dtype=np.int64)
+
+    def update(self, values: dict[str, np.ndarray], thresholds: np.ndarray) -> None:
+        self.n += 1
+        k = self.n.reshape(-1, *([1] * (values["rr"].ndim - 1)))
+        for name in self.NAMES:
+            x = values[name]
+            d = x - self.mean[name]
+            self.mean[name] += d / k
+            self.m2[name] += d * (x - self.mean[name])
+        rr = values["rr"]
+        self.exceed += rr[:, None] > thresholds.reshape(1, -1, *([1] * (rr.ndim - 1)))
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        out = {"w_n": self.n, "w_exceed": self.exceed}
+        for name in self.NAMES:
+            out[f"w_mean_{name}"] = self.mean[name]
+            out[f"w_m2_{name}"] = self.m2[name]
+        return out
+
+    def load(self, a: Mapping[str, np.ndarray]) -> None:
+        self.n = a["w_n"].copy()
+        self.exceed = a["w_exceed"].copy()
+        for name in self.NAMES:
+            self.mean[name] = a[f"w_mean_{name}"].copy()
+            self.m2[name] = a[f"w_m2_{name}"].copy()
+
+    def outputs(self, inside: np.ndarray) -> dict[str, np.ndarray]:
+        k = np.maximum(self.n, 1).reshape(-1, *([1] * inside.ndim))
+        km1 = np.maximum(self.n - 1, 1).reshape(-1, *([1] * inside.ndim))
+        out = {"n_draws": self.n, "exceedance_count": self.exceed}
+        for name, key in (("intensity", "intensity"), ("rr", "rr")):
+            mean = np.where(inside, self.mean[name], np.nan)
+            var = np.where(inside, self.m2[name] / km1, np.nan)
+            if not np.all(self.n > 1):
+                var = np.where((self.n > 1).reshape(k.shape), var, np.nan)
+            out[f"{key}_mean"], out[f"{key}_var"] = mean, var
+        return out
+
+
+class _Runner:
+    def __init__(self, plan: _Plan, sink: Any, *, step: Any, progressbar: bool,
+                 checkpointing: bool) -> None:
+        from .samplers import chain_rngs
+
+        self.plan, self.sink = plan, sink
+        self.model = plan.model
+        self.rngs = chain_rngs(plan.seed, plan.chain_ids)
+        self.sweep = step if step is not None else self.model.sampler(
+            plan.representation, n_latent=plan.n_latent)
+        self.checkpointing = checkpointing
+        self.local = slice(plan.chain_ids[0], plan.chain_ids[-1] + 1)
+        if plan.chain_ids != list(range(plan.chain_ids[0], plan.chain_ids[-1] + 1)):
+            raise InvalidParameterError(
+                f"chain_ids={plan.chain_ids} must be a contiguous range (e.g. 4-7): each "
+                "process writes one block of chains.")
+        lat = self.model.lattice
+        self.welford = _Welford(len(plan.chain_ids), tuple(lat.shape), len(plan.thresholds))
+        total = plan.tune + plan.draws * plan.thin
+        label = f"chains {plan.chain_ids[0]}-{plan.chain_ids[-1]}"
+        self.progress = _Progress(total, progressbar, label)
+        self.stop = False
+
+    # -- one draw's record -----------------------------------------------------------------------
+    def record(self, state: Any, info: Mapping[str, Any]) -> dict[str, Any]:
+        from .analysis import log_intensity, posterior_dataset
+
+        ds = posterior_dataset(self.model, [state])
+        rec: dict[str, Any] = {"scalars": {}, "stats": {}}
+        for name in ds.data_vars:
+            if ds[name].dims == ("chain", "draw") and name != "loglik":
+                rec["scalars"][name] = ds[name].values[:, 0]
+        rec["beta"] = ds["beta"].values[:, 0] if "beta" in ds else None
+        rec["f"] = ds["f"].values[:, 0].astype(np.float32)
+        acc = sum(np.asarray(v, dtype=np.int64) for k, v in info.items()
+                  if k.startswith("accepted/"))
+        n = state.n_chains
+        rec["stats"] = {"loglik": np.asarray(state.loglik, dtype=float),
+                        "n_loglik": np.asarray(info.get("n_loglik", np.zeros(n)), np.int64),
+                        "n_cov": np.asarray(info.get("n_cov", np.zeros(n)), np.int64),
+                        "accepted": np.broadcast_to(np.asarray(acc, np.int64), (n,)).copy()}
+        eta = log_intensity(self.model, ds).values[:, 0]
+        rec["lam"] = np.exp(eta)
+        rec["rr"] = np.exp(rec["f"].astype(float) - 0.5 * ds["sd"].values[:, 0].reshape(
+            -1, *([1] * (eta.ndim - 1))) ** 2) if "sd" in ds else np.exp(rec["f"].astype(float))
+        rec["rr"] = np.where(self.model.inside, rec["rr"], np.nan)
+        return rec
+
+    # -- buffers ---------------------------------------------------------------------------------
+    def _flush(self, phase: str, buf: list[dict], start: int) -> None:
+        """Write draws ``[start, start + len(buf))`` of ``phase`` for the local chains."""
+        if not buf:
+            return
+        plan = self.plan
+        post, fields, stats = GROUPS[phase]
+        sl = slice(start, start + len(buf))
+        ch = self.local
+        for name in buf[0]["scalars"]:
+            self.sink.write(post, name, ch, sl, np.stack([r["scalars"][name] for r in buf], 1))
+        if buf[0]["beta"] is not None:
+            self.sink.write(post, "beta", ch, sl, np.stack([r["beta"] for r in buf], 1))
+        for name, _ in STATS:
+            self.sink.write(stats, name, ch, sl, np.stack([r["stats"][name] for r in buf], 1))
+        if plan.thin_fields == 1:
+            self.sink.write(post, "f", ch, sl, np.stack([r["f"] for r in buf], 1))
+        elif plan.thin_fields > 1:
+            keep = [(i, r) for i, r in enumerate(buf, start) if i % plan.thin_fields == 0]
+            if keep:
+                j0 = keep[0][0] // plan.thin_fields
+                self.sink.write(fields, "f", ch, slice(j0, j0 + len(keep)),
+                                np.stack([r["f"] for _, r in keep], 1))
+
+    def _refill(self, phase: str, start: int, stop: int) -> list[dict]:
+        """Read back committed draws ``[start, stop)`` of a partly written block (resume)."""
+        plan = self.plan
+        post, fields, stats = GROUPS[phase]
+        sl, ch = slice(start, stop), self.local
+        names = self._scalar_names
+        sc = {n: self.sink.read(post, n, ch, sl) for n in names}
+        beta = self.sink.read(post, "beta", ch, sl) if self.model.coef_names else None
+        st = {n: self.sink.read(stats, n, ch, sl) for n, _ in STATS}
+        f = None
+        if plan.thin_fields == 1:
+            f = self.sink.read(post, "f", ch, sl)
+        out = []
+        for k in range(stop - start):
+            i = start + k
+            rec = {"scalars": {n: sc[n][:, k] for n in names},
+                   "beta": None if beta is None else beta[:, k],
+                   "stats": {n: st[n][:, k] for n in st}}
+            if plan.thin_fields == 1:
+                rec["f"] = f[:, k]
+            elif plan.thin_fields > 1 and i % plan.thin_fields == 0:
+                j = i // plan.thin_fields
+                rec["f"] = self.sink.read(fields, "f", ch, slice(j, j + 1))[:, 0]
+            else:
+                rec["f"] = None
+            out.append(rec)
+        return out
+
+    def _write_summaries(self) -> None:
+        for name, v in self.welford.outputs(self.model.inside).items():
+            self._write_summary(name, v)
+
+    def _write_summary(self, name: str, v: np.ndarray) -> None:
+        if isinstance(self.sink, _MemorySink):
+            self.sink.arrays[("summaries", name)][self.local] = v
+        else:
+            self.sink.store.root["summaries"][name][self.local, ...] = v
+
+    # -- checkpoints -----------------------------------------------------------------------------
+    def _checkpoint(self, phase: str, i: int, sweeps_done: int, state: Any) -> None:
+        if not self.checkpointing:
+            return
+        import pyfftw
+
+        plan = self.plan
+        meta = {"phase": phase, "i": i, "sweeps_done": sweeps_done,
+                "chain_ids": plan.chain_ids,
+                "rng": [r.bit_generator.state for r in self.rngs],
+                "theta_names": list(state.theta),
+                "data_sha256": plan.data_hash(), "run_config": plan.run_config,
+                "config": plan.config, "versions": library_versions()}
+        arrays = {"f": state.f, "white": state.white, "beta": state.beta,
+                  "loglik": state.loglik, **{f"theta/{k}": v for k, v in state.theta.items()},
+                  **self.welford.arrays()}
+        wis = pyfftw.export_wisdom()
+        for j, w in enumerate(wis):
+            arrays[f"wisdom/{j}"] = np.frombuffer(w, dtype=np.uint8)
+        self.sink.store.save_checkpoint(meta, arrays, tag=plan.tag)
+
+    def restore(self, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Any:
+        """The sampler state, streams and accumulators of a checkpoint."""
+        import pyfftw
+
+        from .samplers.state import LatentState
+
+        if list(meta["chain_ids"]) != self.plan.chain_ids:
+            raise InvalidParameterError(
+                f"the checkpoint holds chains {meta['chain_ids']}, this run {self.plan.chain_ids};"
+                " resume with the same --chains.")
+        for r, s in zip(self.rngs, meta["rng"], strict=True):
+            r.bit_generator.state = s
+        wis = tuple(bytes(arrays[f"wisdom/{j}"]) for j in range(3) if f"wisdom/{j}" in arrays)
+        if wis:
+            pyfftw.import_wisdom(wis)
+        theta = {k: np.array(arrays[f"theta/{k}"]) for k in meta["theta_names"]}
+        lgm = self.model.model
+        priors = tuple(lgm.prior_for({k: float(v[c]) for k, v in theta.items()}, lgm.prior)
+                       for c in range(len(self.plan.chain_ids)))
+        self.welford.load(arrays)
+        return LatentState(theta, priors, np.array(arrays["f"]), np.array(arrays["white"]),
+                           np.array(arrays["beta"]), np.array(arrays["loglik"]),
+                           tuple(self.plan.chain_ids))
+
+    # -- the loop --------------------------------------------------------------------------------
+    def run(self, state: Any, position: tuple[str, int, int] | None) -> None:
+        plan = self.plan
+        phase0, i0, sweeps = position or ("warmup", 0, 0)
+        first = self.record(state, {})  # names and shapes (no randomness used)
+        self._scalar_names = list(first["scalars"])
+        ce = plan.checkpoint_every
+        handler = self._install_sigint()
+        try:
+            for phase in PHASES:
+                if PHASES.index(phase) < PHASES.index(phase0):
+                    continue
+                n_phase = plan.tune if phase == "warmup" else plan.draws
+                stored = plan.lens[phase] > 0
+                per = 1 if phase == "warmup" else plan.thin
+                i = i0 if phase == phase0 else 0
+                start = (i // ce) * ce
+                buf = self._refill(phase, start, i) if stored and i > start else []
+                while i < n_phase:
+                    info: dict[str, Any] = {}
+                    for _ in range(per):
+                        state, info = self.sweep.step(state, self.rngs)
+                        sweeps += 1
+                    i += 1
+                    if stored or phase == "posterior":
+                        rec = self.record(state, info)
+                    if phase == "posterior":
+                        self.welford.update({"intensity": rec["lam"], "rr": rec["rr"]},
+                                            plan.thresholds)
+                    if stored:
+                        buf.append(rec)
+                    self.progress.update(sweeps, phase)
+                    boundary = i % ce == 0 or i == n_phase
+                    if boundary or self.stop:
+                        if stored:
+                            self._flush(phase, buf, start)
+                            if phase == "posterior":
+                                self._write_summaries()
+                            self.sink.commit(phase, {c: i for c in plan.chain_ids})
+                        self._checkpoint(phase, i, sweeps, state)
+                        if i % ce == 0:
+                            buf, start = [], i
+                    if self.stop:
+                        raise KeyboardInterrupt
+                if stored and phase == "warmup" and n_phase == 0:
+                    self.sink.commit(phase, {c: 0 for c in plan.chain_ids})
+            self.progress.update(plan.tune + plan.draws * plan.thin, "done")
+        finally:
+            self._restore_sigint(handler)
+
+    def _install_sigint(self) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            return None
+
+        def on_sigint(signum, frame):
+            if self.stop:  # a second Ctrl-C: stop now
+                raise KeyboardInterrupt
+            self.stop = True
+            sys.stderr.write("\ninterrupt: stopping after this draw's checkpoint "
+                             "(Ctrl-C again to stop at once)\n")
+
+        return signal.signal(signal.SIGINT, on_sigint)
+
+    @staticmethod
+    def _restore_sigint(handler: Any) -> None:
+        if handler is not None:
+            signal.signal(signal.SIGINT, handler)
+
+
+# -- public API ----------------------------------------------------------------------------------
+def _projected_bytes(specs: Sequence[VarSpec]) -> int:
+    return int(sum(np.prod(s.shape) * np.dtype(s.dtype).itemsize for s in specs))
+
+
+def _check_resources(specs, store: Path | None, max_disk_gb, max_memory_gb) -> None:
+    need = _projected_bytes(specs)
+    gb = need / 2**30
+    if store is None:
+        limit = max_memory_gb
+        if limit is None:
+            phys = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+            limit = MEMORY_FRACTION * phys / 2**30
+        if gb > limit:
+            raise ResourceLimitError(
+                f"this in-memory run needs ≈{gb:.3g} GiB for its draws, over the limit "
+                f"{limit:.3g} GiB (max_memory_gb); write to a store (store=path), thin the "
+                "fields (thin_fields=k, or 0 for summaries only) or raise max_memory_gb.")
+        return
+    parent = store.parent if store.parent.exists() else Path(".")
+    free = shutil.disk_usage(parent).free / 2**30
+    limit = free if max_disk_gb is None else min(float(max_disk_gb), free)
+    if gb > limit:
+        raise ResourceLimitError(
+            f"the store needs up to ≈{gb:.3g} GiB uncompressed, over the limit {limit:.3g} GiB "
+            f"({'free disk' if max_disk_gb is None else 'max_disk_gb'}); thin the fields "
+            "(thin_fields=k, or 0 for summaries only), store fewer draws, or raise max_disk_gb.")
+
+
+def sample(
+    model: Any,
+    draws: int = 1000,
+    tune: int = 1000,
+    chains: int = 4,
+    random_seed: int | None = None,
+    store: str | os.PathLike | None = None,
+    *,
+    thin: int = 1,
+    thin_fields: int = 1,
+    checkpoint_every: int | None = None,
+    step: Any = None,
+    representation: str = "prior-white",
+    n_latent: int = 10,
+    initvals: Sequence[Mapping[str, float]] | None = None,
+    discard_tuned_samples: bool = True,
+    progressbar: bool = True,
+    resume: bool = False,
+    chain_ids: Sequence[int] | None = None,
+    thresholds: Sequence[float] | None = None,
+    config: Mapping[str, Any] | None = None,
+    max_disk_gb: float | None = None,
+    max_memory_gb: float | None = None,
+) -> Any:
+    """Run ``chains`` Gibbs chains of ``model`` and return the draws in ArviZ layout.
+
+    Parameters
+    ----------
+    model : LGCP
+        The model (its ``sampler()`` gives the default Gibbs sweep).
+    draws : int
+        Stored draws per chain after tuning (each ``thin`` sweeps).
+    tune : int
+        Warm-up sweeps per chain (discarded unless ``discard_tuned_samples=False``).
+    chains : int
+        Total chains of the run (chain ``i`` has its own stream, DESIGN §5).
+    random_seed : int, optional
+        The run's seed (drawn from OS entropy and recorded in the attrs when omitted).
+    store : path, optional
+        A zarr store to stream into (created; an existing one needs ``resume=True``).
+        ``None``: in memory.
+    thin : int
+        Sweeps per stored draw.
+    thin_fields : int
+        Keep the field of every k-th stored draw (float32); ``0`` keeps none (hyperparameters,
+        coefficients and the online summaries only).  ``k > 1`` puts fields in the
+        ``posterior_fields`` group, whose ``draw`` coordinate names the posterior draws.
+    checkpoint_every : int, optional
+        Draws per chunk and between checkpoints (default 100).
+    step : Gibbs, optional
+        A custom sweep (default ``model.sampler(representation, n_latent=n_latent)``).
+    representation, n_latent
+        Of the default sweep (Murray & Adams 2010 representation; ESS updates per sweep).
+    initvals : sequence of dict, optional
+        Starting hyperparameters per chain (default: ``model.chain_starts``, overdispersed).
+    discard_tuned_samples : bool
+        Keep the warm-up draws in ``warmup_posterior`` / ``warmup_sample_stats`` when False.
+    progressbar : bool
+        A progress bar (terminal) or a log line every 30 s (otherwise), on stderr.
+    resume : bool
+        Continue the run in ``store`` from its newest checkpoint (same data, settings and
+        library versions, checked).
+    chain_ids : sequence of int, optional
+        Run only these (contiguous) global chains of the ``chains``, writing their own chunks of
+        one shared store (job arrays: one process per block of chains).
+    thresholds : sequence of float, optional
+        Relative-risk levels of the online exceedance counts (default
+        :data:`lattice_lgm.analysis.DEFAULT_THRESHOLDS`).
+    config : mapping, optional
+        The resolved run configuration (the CLI passes it), stored in the attrs.
+    max_disk_gb, max_memory_gb : float, optional
+        Refuse before starting when the projected store size (uncompressed) or in-memory size
+        exceeds these (defaults: free disk space; half the physical memory).
+
+    Returns
+    -------
+    xarray.DataTree
+        Groups ``posterior`` (hyperparameters (chain, draw), ``beta`` (chain, draw, covariate),
+        ``f`` (chain, draw, *lattice dims) float32), ``sample_stats`` (``loglik``, ``n_loglik``,
+        ``n_cov``, ``accepted``), ``summaries`` (per-chain online means and variances of
+        intensity and relative risk, exceedance counts, ``n_draws``), ``observed_data``,
+        ``constant_data``; ``posterior_fields`` / ``warmup_*`` as described above.  Backed by
+        the store when ``store`` is given.
+
+    Raises
+    ------
+    InvalidParameterError
+        Bad arguments (before any sweep or store write).
+    StoreExistsError, ResumeMismatchError, CheckpointError, ResourceLimitError
+    """
+    plan = _Plan(model, draws=draws, tune=tune, chains=chains, random_seed=random_seed,
+                 thin=thin, thin_fields=thin_fields, checkpoint_every=checkpoint_every,
+                 representation=representation, n_latent=n_latent,
+                 discard_tuned_samples=discard_tuned_samples, chain_ids=chain_ids,
+                 thresholds=thresholds, config=config)
+    if resume and store is None:
+        raise InvalidParameterError("resume=True needs store=path (the run to continue).")
+    if initvals is not None and len(initvals) != len(plan.chain_ids):
+        raise InvalidParameterError(
+            f"initvals has {len(initvals)} entries; give one mapping per chain "
+            f"({len(plan.chain_ids)}).")
+    from .samplers import chain_rngs
+
+    # a draw of the layout: the state at the start (its record uses no randomness)
+    probe_rngs = chain_rngs(plan.seed, plan.chain_ids)
+    state = (model.init_state(probe_rngs) if initvals is None else
+             _init_from(model, initvals, probe_rngs, plan.chain_ids))
+    path = None if store is None else Path(store)
+    runner_sink: Any
+    if path is None:
+        specs, coords = plan.specs(_record_layout(model, state))
+        _check_resources(specs, None, max_disk_gb, max_memory_gb)
+        sink = _MemorySink(specs, coords, plan.attrs())
+        runner = _Runner(plan, sink, step=step, progressbar=progressbar, checkpointing=False)
+        runner.rngs = probe_rngs
+        runner.run(state, None)
+        return sink.tree()
+    attrs = plan.attrs()
+    if resume:
+        st = RunStore(path)
+        check_compatible(st.attrs, attrs)
+        runner_sink = _StoreSink(st)
+        runner = _Runner(plan, runner_sink, step=step, progressbar=progressbar,
+                         checkpointing=True)
+        try:
+            meta, arrays = st.load_checkpoint(tag=plan.tag)
+        except CheckpointError:
+            if st.committed("posterior") or st.committed("warmup"):
+                raise
+            meta = None  # killed before the first checkpoint: start over in the same store
+        if meta is None:
+            runner.rngs = probe_rngs
+            runner.run(state, None)
+        else:
+            check_compatible(meta, attrs)
+            state = runner.restore(meta, arrays)
+            runner.run(state, (meta["phase"], int(meta["i"]), int(meta["sweeps_done"])))
+    else:
+        specs, coords = plan.specs(_record_layout(model, state))
+        joining = chain_ids is not None and path.exists()
+        if joining:
+            st = RunStore(path)
+            check_compatible(st.attrs, attrs)
+            mine = [c for c in plan.chain_ids if st.committed("posterior").get(c)]
+            if mine:
+                raise StoreExistsError(
+                    f"chains {mine} already have draws in {path}; resume them (resume=True with "
+                    "the same chain_ids) instead of starting again.")
+        else:
+            _check_resources(specs, path, max_disk_gb, max_memory_gb)
+            st = RunStore.create(path, specs, coords, attrs)
+        runner = _Runner(plan, _StoreSink(st), step=step, progressbar=progressbar,
+                         checkpointing=True)
+        runner.rngs = probe_rngs
+        runner.run(state, None)
+    from .store import open_store
+
+    return open_store(path)
+
+
+def _record_layout(model: Any, state: Any) -> dict[str, Any]:
+    from .analysis import posterior_dataset
+
+    ds = posterior_dataset(model, [state])
+    return {"scalars": [n for n in ds.data_vars
+                        if ds[n].dims == ("chain", "draw") and n != "loglik"]}
+
+
+def _init_from(model, initvals, rngs, chain_ids):
+    from .samplers import init_state
+
+    return init_state(model.model, rngs, chains=list(chain_ids),
+                      theta=[dict(t) for t in initvals])
+
+
+def resume(store: str | os.PathLike, model: Any = None, *, progressbar: bool = True,
+           chain_ids: Sequence[int] | None = None) -> Any:
+    """Continue a stopped or crashed run from its newest checkpoint.
+
+    Parameters
+    ----------
+    store : path
+        The run's store.
+    model : LGCP, optional
+        The model; default: rebuilt from the configuration stored with the run (runs started
+        from the command line or with ``config=``).
+    chain_ids : sequence of int, optional
+        The chain block this process ran (``--chains``).
+
+    Returns
+    -------
+    xarray.DataTree
+    """
+    from .store import read_config
+
+    rs = RunStore(store)
+    rc = dict(rs.attrs.get("run_config", {}))
+    cfg = read_config(store)
+    if model is None:
+        if not cfg:
+            raise InvalidParameterError(
+                f"{store} was written from Python without a config; pass the model: "
+                "resume(store, model).")
+        from .config import RunConfig
+
+        model = RunConfig.from_resolved(cfg).build_model()
+    return sample(model, draws=rc["draws"], tune=rc["tune"], chains=rc["chains"],
+                  random_seed=rc["seed"], store=store, thin=rc["thin"],
+                  thin_fields=rc["thin_fields"], checkpoint_every=rc["checkpoint_every"],
+                  representation=rc["representation"], n_latent=rc["n_latent"],
+                  discard_tuned_samples=rc["discard_tuned_samples"], progressbar=progressbar,
+                  resume=True, chain_ids=chain_ids, thresholds=rc["thresholds"],
+                  config=cfg or None)
+

@@ -1,0 +1,472 @@
+"""The run store: a zarr (v3) group in ArviZ layout, written in aligned blocks, with checkpoints.
+
+Layout (DESIGN §6).  One group per ArviZ group, each array with ``dimension_names`` so that
+``xarray.open_datatree(path, engine="zarr")`` and ArviZ read it with no converter::
+
+    <path>/                      root attrs: config, priors, library versions, data hash
+      posterior/                 hyperparameters (chain, draw), beta (chain, draw, covariate),
+                                 f (chain, draw, *model dims) float32 when fields are kept
+                                 every draw
+      posterior_fields/          f (chain, draw, *dims) when thin_fields > 1; its ``draw``
+                                 coordinate names the posterior draws it belongs to
+      sample_stats/              loglik, n_loglik, n_cov, accepted (chain, draw)
+      summaries/                 online (Welford) means/variances of intensity and relative
+                                 risk and exceedance counts, per chain, over every stored draw
+      observed_data/             counts on the lattice
+      constant_data/             exposure, inside, offset, covariate columns
+      warmup_posterior/, warmup_sample_stats/   when tuned draws are kept
+      .commits/chain-<i>.json    draws committed per phase, one file per chain
+      .checkpoint/               ckpt-<generation>.npz (newest two kept), written atomically
+
+Arrays are pre-allocated for the whole run and filled with NaN (integers with -1); chunks are
+whole blocks of draws of one chain, so a block write touches its own chunk files only and
+chains written by different processes (``--chains 4-7``) never share a chunk.  The metadata
+(consolidated) is written once, at creation, and never changes, so processes writing chain
+blocks into one store never race on it.  *Commit* is the chain's marker file
+``.commits/chain-<i>.json`` replaced atomically after the block's data are on disk:
+:func:`open_store` shows committed draws only, so a reader never sees a half-written block.
+Nothing wall-clock is stored in the zarr hierarchy, so a run resumed after a crash produces
+the same bytes as an uninterrupted one.
+
+Checkpoints hold everything needed to continue exactly (DESIGN §5–6): every chain's bit
+generator state, the sampler state (hyperparameters, field, white vector, coefficients, cached
+log-likelihood), the online-summary accumulators, FFTW wisdom, and the hashes and versions that
+:func:`check_compatible` compares on resume.  They are written to a temporary file, flushed and
+renamed (atomic on POSIX), and the previous generation is kept, so a corrupt newest checkpoint
+falls back to the one before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import InvalidParameterError, LatticeLGMError
+
+__all__ = [
+    "CheckpointError",
+    "ResumeMismatchError",
+    "RunStore",
+    "StoreExistsError",
+    "VarSpec",
+    "library_versions",
+    "open_store",
+    "read_config",
+]
+
+COMMIT_DIR = ".commits"
+CHECKPOINT_DIR = ".checkpoint"
+#: checkpoint generations kept on disk (the newest and its predecessor)
+KEEP_GENERATIONS = 2
+#: libraries whose versions change the bits of a run (compared on resume)
+BIT_LIBRARIES = ("lattice_lgm", "numpy", "scipy", "numba", "pyfftw")
+FORMAT_VERSION = 1
+
+
+class StoreExistsError(LatticeLGMError, FileExistsError):
+    """A store exists at the path and the run was not asked to resume it."""
+
+
+class ResumeMismatchError(LatticeLGMError, ValueError):
+    """A resume with different data, configuration or library versions."""
+
+
+class CheckpointError(LatticeLGMError, RuntimeError):
+    """No readable checkpoint (every generation missing or corrupt)."""
+
+
+def library_versions() -> dict[str, str]:
+    """Versions of Python and the libraries that shape a run (stored in the attrs)."""
+    import platform
+
+    out = {"python": platform.python_version()}
+    for name in (*BIT_LIBRARIES, "xarray", "zarr", "arviz"):
+        try:
+            mod = __import__(name)
+            out[name] = str(getattr(mod, "__version__", "unknown"))
+        except ImportError:  # pragma: no cover - all are dependencies
+            out[name] = "missing"
+    return out
+
+
+def hash_arrays(arrays: Mapping[str, Any]) -> str:
+    """SHA-256 over named arrays (name, dtype, shape and bytes) in key order."""
+    h = hashlib.sha256()
+    for k in sorted(arrays):
+        a = np.ascontiguousarray(np.asarray(arrays[k]))
+        h.update(k.encode())
+        h.update(str(a.dtype).encode())
+        h.update(str(a.shape).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, default=_jsonable)
+
+
+def _jsonable(o: Any) -> Any:
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    return repr(o)
+
+
+@dataclass(frozen=True)
+class VarSpec:
+    """One array of the store: group, name, dims, full shape, dtype and chunking.
+
+    ``chunk_draws`` chunks the ``draw`` axis (whole blocks of draws of one chain); arrays without
+    a draw axis are written once at creation (``data``).
+    """
+
+    group: str
+    name: str
+    dims: tuple[str, ...]
+    shape: tuple[int, ...]
+    dtype: str
+    chunk_draws: int | None = None
+    data: np.ndarray | None = None
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    def chunks(self) -> tuple[int, ...]:
+        """Chunk shape: one chain, ``chunk_draws`` draws, whole lattice axes."""
+        out = []
+        for d, n in zip(self.dims, self.shape, strict=True):
+            if d == "chain":
+                out.append(1)
+            elif d == "draw" and self.chunk_draws is not None:
+                out.append(max(1, min(self.chunk_draws, n)))
+            else:
+                out.append(max(1, n))
+        return tuple(out)
+
+    def fill(self) -> Any:
+        """Placeholder of unwritten entries: NaN (floats) or -1 (integers)."""
+        return np.nan if np.dtype(self.dtype).kind == "f" else -1
+
+
+def _quiet():
+    """Silence zarr's notes about consolidated metadata (ours) and the checkpoint directory."""
+    ctx = warnings.catch_warnings()
+    ctx.__enter__()
+    warnings.filterwarnings("ignore", message=".*[Cc]onsolidated metadata.*")
+    warnings.filterwarnings("ignore", message=".*not recognized as a component of a Zarr.*")
+    return ctx
+
+
+class RunStore:
+    """A zarr run store being written (create, write blocks, commit, checkpoint).
+
+    Parameters
+    ----------
+    path : str or Path
+        The store directory.
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        import zarr
+
+        self.path = Path(path)
+        if not (self.path / "zarr.json").exists():
+            raise InvalidParameterError(
+                f"store={str(self.path)!r} is not a lattice_lgm run store (no zarr.json).")
+        ctx = _quiet()
+        try:
+            self.root = zarr.open_group(str(self.path), mode="r+")
+        finally:
+            ctx.__exit__(None, None, None)
+
+    # -- creation -------------------------------------------------------------------------------
+    @classmethod
+    def create(cls, path: str | os.PathLike, specs: Sequence[VarSpec],
+               coords: Mapping[str, Mapping[str, np.ndarray]],
+               attrs: Mapping[str, Any], *, overwrite: bool = False) -> RunStore:
+        """Lay out every array of the run (NaN-filled) and the coordinates; commit 0 draws.
+
+        Parameters
+        ----------
+        specs : sequence of VarSpec
+        coords : mapping group -> {dim: values}
+            Index coordinates written per group (``chain``, ``draw``, lattice axes, …).
+        attrs : mapping
+            Root attributes (JSON-serialisable after :func:`_jsonable`).
+        """
+        import zarr
+
+        p = Path(path)
+        if p.exists() and not overwrite:
+            raise StoreExistsError(
+                f"store={str(p)!r} already exists; resume it (lattice-lgm resume {p}, or "
+                "sample(..., store=path, resume=True)), choose another path, or delete it.")
+        ctx = _quiet()
+        try:
+            root = zarr.open_group(str(p), mode="w")
+            groups: dict[str, Any] = {}
+            for spec in specs:
+                g = groups.get(spec.group)
+                if g is None:
+                    g = groups[spec.group] = root.create_group(spec.group)
+                arr = g.create_array(spec.name, shape=spec.shape, chunks=spec.chunks(),
+                                     dtype=spec.dtype, dimension_names=spec.dims,
+                                     fill_value=spec.fill())
+                if spec.attrs:
+                    arr.attrs.update(json.loads(_json(spec.attrs)))
+                if spec.data is not None:
+                    arr[...] = spec.data
+            for gname, cmap in coords.items():
+                g = groups.get(gname) or root.create_group(gname)
+                groups[gname] = g
+                for dim, values in cmap.items():
+                    v = np.asarray(values)
+                    if v.dtype.kind in "UO":
+                        v = v.astype(str)
+                        arr = g.create_array(dim, shape=v.shape, dtype=str,
+                                             dimension_names=(dim,))
+                    else:
+                        arr = g.create_array(dim, shape=v.shape, dtype=v.dtype,
+                                             dimension_names=(dim,))
+                    arr[...] = v
+            root.attrs.update(json.loads(_json({**attrs,
+                                                "lattice_lgm_format": FORMAT_VERSION})))
+            zarr.consolidate_metadata(str(p))
+        finally:
+            ctx.__exit__(None, None, None)
+        (p / CHECKPOINT_DIR).mkdir(exist_ok=True)
+        (p / COMMIT_DIR).mkdir(exist_ok=True)
+        return cls(p)
+
+    # -- writing --------------------------------------------------------------------------------
+    def write(self, group: str, name: str, chains: slice, draws: slice,
+              data: np.ndarray) -> None:
+        """Write ``data`` into ``[chains, draws, ...]`` of ``group/name``."""
+        self.root[group][name][chains, draws, ...] = data
+
+    def commit(self, phase: str, n_draws: Mapping[int, int]) -> None:
+        """Record that draws ``[0, n)`` of ``phase`` are on disk for each chain.
+
+        One marker file per chain, replaced atomically after the data are written: the commit
+        point readers rely on.
+        """
+        for c, n in n_draws.items():
+            _atomic_json(self.path / COMMIT_DIR / f"chain-{int(c)}.json",
+                         {**_read_commits(self.path).get(int(c), {}), phase: int(n)})
+
+    def committed(self, phase: str) -> dict[int, int]:
+        """Draws committed per chain in ``phase`` (chains without draws omitted)."""
+        return {c: d[phase] for c, d in _read_commits(self.path).items() if d.get(phase)}
+
+    def read(self, group: str, name: str, chains: slice, draws: slice) -> np.ndarray:
+        """Read back ``[chains, draws, ...]`` (to refill a partly written block on resume)."""
+        return np.asarray(self.root[group][name][chains, draws, ...])
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        """The root attributes."""
+        return dict(self.root.attrs)
+
+    # -- checkpoints ----------------------------------------------------------------------------
+    def save_checkpoint(self, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
+                        tag: str = "") -> Path:
+        """Write a checkpoint generation atomically and drop generations beyond the newest two.
+
+        ``tag`` separates the checkpoints of chain groups written into one store by separate
+        processes (``--chains 4-7``).
+        """
+        d = self.path / CHECKPOINT_DIR
+        d.mkdir(exist_ok=True)
+        gens = self._generations(tag)
+        gen = (gens[-1] + 1) if gens else 0
+        meta = dict(meta, generation=gen)
+        body = {f"a/{k}": np.asarray(v) for k, v in arrays.items()}
+        payload_hash = hash_arrays(body)
+        body["meta"] = np.frombuffer(_json({**meta, "payload_sha256": payload_hash}).encode(),
+                                     dtype=np.uint8)
+        buf = io.BytesIO()
+        np.savez(buf, **body)
+        final = d / f"ckpt{tag}-{gen:08d}.npz"
+        tmp = d / f".tmp{tag}-{gen:08d}.npz"
+        with open(tmp, "wb") as fh:
+            fh.write(buf.getvalue())
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, final)
+        dfd = os.open(d, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+        for old in gens[:-(KEEP_GENERATIONS - 1)] if KEEP_GENERATIONS > 1 else gens:
+            (d / f"ckpt{tag}-{old:08d}.npz").unlink(missing_ok=True)
+        return final
+
+    def _generations(self, tag: str = "") -> list[int]:
+        d = self.path / CHECKPOINT_DIR
+        if not d.exists():
+            return []
+        out = []
+        prefix = f"ckpt{tag}-"
+        for f in d.iterdir():
+            rest = f.name[len(prefix):-4] if f.name.startswith(prefix) else ""
+            if f.suffix == ".npz" and rest.isdigit():
+                out.append(int(rest))
+        return sorted(out)
+
+    def load_checkpoint(self, tag: str = "") -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The newest readable checkpoint (falling back to older generations if corrupt).
+
+        Raises
+        ------
+        CheckpointError
+            No generation can be read (each failure is named).
+        """
+        errors = []
+        for gen in reversed(self._generations(tag)):
+            f = self.path / CHECKPOINT_DIR / f"ckpt{tag}-{gen:08d}.npz"
+            try:
+                with np.load(f, allow_pickle=False) as z:
+                    meta = json.loads(bytes(z["meta"]).decode())
+                    arrays = {k[2:]: z[k] for k in z.files if k.startswith("a/")}
+                if hash_arrays({f"a/{k}": v for k, v in arrays.items()}) != meta.get(
+                        "payload_sha256"):
+                    raise ValueError("payload checksum mismatch")
+            except Exception as exc:  # a truncated or corrupt file: try the previous one
+                errors.append(f"{f.name}: {type(exc).__name__}: {exc}")
+                continue
+            if errors:
+                warnings.warn(
+                    "checkpoint: newest generation unreadable, resuming from generation "
+                    f"{gen} ({'; '.join(errors)})", stacklevel=2)
+            return meta, arrays
+        raise CheckpointError(
+            f"no readable checkpoint in {self.path / CHECKPOINT_DIR}"
+            + (f": {'; '.join(errors)}" if errors else " (none written yet: the run stopped "
+               "before its first checkpoint; start it again)"))
+
+
+def _atomic_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
+    with open(tmp, "w") as fh:
+        fh.write(_json(obj))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _read_commits(path: Path) -> dict[int, dict[str, int]]:
+    d = Path(path) / COMMIT_DIR
+    out: dict[int, dict[str, int]] = {}
+    if d.exists():
+        for f in d.glob("chain-*.json"):
+            out[int(f.stem.split("-")[1])] = {k: int(v) for k, v in
+                                              json.loads(f.read_text()).items()}
+    return out
+
+
+def check_compatible(stored: Mapping[str, Any], current: Mapping[str, Any]) -> None:
+    """Refuse a resume whose data, configuration or bit-relevant library versions differ.
+
+    Raises
+    ------
+    ResumeMismatchError
+        Naming every key that differs, with both values.
+    """
+    diffs = []
+    if stored.get("data_sha256") != current.get("data_sha256"):
+        diffs.append("the data (counts, exposure, covariates, offset) differ from the stored "
+                     "run's")
+    sc, cc = stored.get("run_config", {}), current.get("run_config", {})
+    for k in sorted(set(sc) | set(cc)):
+        if sc.get(k) != cc.get(k):
+            diffs.append(f"run setting {k}: stored {sc.get(k)!r}, now {cc.get(k)!r}")
+    if stored.get("config") != current.get("config"):
+        diffs.append("the configuration differs from the stored one (see attrs['config'])")
+    sv, cv = stored.get("versions", {}), current.get("versions", {})
+    for k in BIT_LIBRARIES:
+        if sv.get(k) != cv.get(k):
+            diffs.append(f"library {k}: stored {sv.get(k)}, installed {cv.get(k)}")
+    if diffs:
+        raise ResumeMismatchError(
+            "cannot resume: " + "; ".join(diffs) + ". Resume with the same data, settings and "
+            "library versions (DESIGN §5), or start a new store.")
+
+
+# -- reading --------------------------------------------------------------------------------------
+def open_store(path: str | os.PathLike, *, committed_only: bool = True) -> Any:
+    """Open a run store as an ``xarray.DataTree`` (works while the run is going).
+
+    Parameters
+    ----------
+    path : str or Path
+    committed_only : bool
+        Trim every drawn group to the draws committed by *all* the run's chains (the default);
+        a reader then never sees NaN placeholders of draws not written yet.  (While chain
+        blocks run in separate processes, a block not started yet holds this at 0: open with
+        ``committed_only=False`` and select chains to look at the others.)
+
+    Returns
+    -------
+    xarray.DataTree
+        Lazily loaded; ``tree["posterior"].ds`` is the posterior in ArviZ layout.
+    """
+    import xarray as xr
+
+    p = Path(path)
+    if not (p / "zarr.json").exists():
+        raise InvalidParameterError(
+            f"path={str(p)!r} is not a run store (no zarr.json); give the directory that "
+            "sample(..., store=...) or `lattice-lgm run` wrote.")
+    ctx = _quiet()
+    try:
+        tree = xr.open_datatree(str(p), engine="zarr")
+    finally:
+        ctx.__exit__(None, None, None)
+    if not committed_only:
+        return tree
+    commits = _read_commits(p)
+    chains = int(dict(tree.attrs.get("run_config", {})).get("chains", len(commits)))
+    for phase, groups in PHASE_GROUPS.items():
+        for g in groups:
+            if g not in tree.children:
+                continue
+            ds = tree[g].to_dataset()
+            if "draw" not in ds.dims:
+                continue
+            n = min((commits.get(c, {}).get(phase, 0) for c in range(chains)), default=0)
+            if g.endswith("_fields"):
+                n = int((ds["draw"].values < n).sum())
+            tree[g] = xr.DataTree(ds.isel(draw=slice(0, n)))
+    return tree
+
+
+#: the drawn groups of each phase
+PHASE_GROUPS = {
+    "posterior": ("posterior", "posterior_fields", "sample_stats"),
+    "warmup": ("warmup_posterior", "warmup_posterior_fields", "warmup_sample_stats"),
+}
+
+
+def read_config(path: str | os.PathLike) -> dict[str, Any]:
+    """The resolved configuration stored with a run (``{}`` for Python-API runs without one)."""
+    import zarr
+
+    ctx = _quiet()
+    try:
+        root = zarr.open_group(str(path), mode="r")
+    finally:
+        ctx.__exit__(None, None, None)
+    return dict(root.attrs.get("config") or {})

@@ -1,0 +1,310 @@
+"""sample(), the zarr store, checkpoints and exact resume (lattice_lgm.runs, lattice_lgm.store)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from lattice_lgm.errors import InvalidParameterError
+from lattice_lgm.runs import ResourceLimitError, sample
+from lattice_lgm.store import (
+    CHECKPOINT_DIR,
+    ResumeMismatchError,
+    RunStore,
+    StoreExistsError,
+    open_store,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# the model of every test here (also built by the subprocess of the kill test)
+MODEL_SRC = """
+import numpy as np
+import xarray as xr
+from lattice_lgm import LGCP
+
+def build_model(n=250, seed=0):
+    rng = np.random.default_rng(seed)
+    xy = rng.uniform(0, 100, size=(3 * n, 2))
+    keep = rng.random(3 * n) < (xy[:, 0] + xy[:, 1]) / 200.0
+    c = (np.arange(40) + 0.5) * 2.5
+    z = xr.DataArray(np.add.outer(c, 2 * c), dims=("y", "x"), coords={"y": c, "x": c})
+    return LGCP(xy[keep][:n], (0, 100, 0, 100), cell_size=6.25, units="m",
+                covariates={"z": z}, formula="~ z")
+"""
+_ns: dict = {}
+exec(MODEL_SRC, _ns)
+build_model = _ns["build_model"]
+
+RUN = dict(draws=9, tune=4, chains=2, random_seed=11, checkpoint_every=3, n_latent=2,
+           progressbar=False)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return build_model()
+
+
+@pytest.fixture(scope="module")
+def reference(model, tmp_path_factory):
+    path = tmp_path_factory.mktemp("ref") / "run.zarr"
+    sample(model, store=path, **RUN)
+    return path
+
+
+def _store_bytes(path: Path) -> dict[str, bytes]:
+    """Every file of the zarr hierarchy (checkpoints excluded), by relative path."""
+    out = {}
+    for f in sorted(path.rglob("*")):
+        rel = f.relative_to(path)
+        if f.is_file() and rel.parts[0] != CHECKPOINT_DIR:
+            out[str(rel)] = f.read_bytes()
+    return out
+
+
+def _assert_same_store(a: Path, b: Path) -> None:
+    ba, bb = _store_bytes(a), _store_bytes(b)
+    assert sorted(ba) == sorted(bb), set(ba) ^ set(bb)
+    diff = [k for k in ba if ba[k] != bb[k]]
+    assert not diff, f"files differ: {diff[:10]}"
+
+
+# -- layout and round trips -----------------------------------------------------------------------
+def test_memory_and_store_runs_agree_and_have_the_arviz_layout(model, reference):
+    mem = sample(model, **RUN)
+    disk = xr.open_datatree(reference, engine="zarr")  # no converter
+    for g in ("posterior", "sample_stats", "summaries", "observed_data", "constant_data"):
+        a, b = mem[g].to_dataset(), disk[g].to_dataset()
+        assert set(a.data_vars) == set(b.data_vars), g
+        for v in a.data_vars:
+            assert a[v].dims == b[v].dims, (g, v)
+            assert a[v].dtype == b[v].dtype, (g, v)
+            np.testing.assert_array_equal(a[v].values, b[v].values, err_msg=f"{g}/{v}")
+    post = disk["posterior"]
+    assert post["f"].dims == ("chain", "draw", "y", "x") and post["f"].dtype == np.float32
+    assert post["f"].shape == (2, 9, 16, 16)
+    assert set(post.data_vars) == {"sd", "range", "mean", "beta", "f"}
+    assert list(post["beta"]["covariate"].values) == ["z"]
+    attrs = disk.attrs
+    assert attrs["run_config"]["seed"] == 11 and attrs["run_config"]["draws"] == 9
+    assert "P(range <" in attrs["priors"]["range"] and "numpy" in attrs["versions"]
+    assert attrs["embedding_shape"] == list(model.prior.embedding_shape)
+    np.testing.assert_array_equal(disk["observed_data"]["counts"].values, model.counts)
+    # ArviZ reads the tree as is
+    import arviz as az
+
+    summ = az.summary(disk["posterior"].to_dataset()[["sd", "range", "mean"]])
+    assert list(summ.index) == ["sd", "range", "mean"]
+
+
+def test_online_summaries_match_the_stored_draws(model, reference):
+    """Welford means/variances of intensity and RR, and exceedance counts, over all draws."""
+    from lattice_lgm import analysis
+
+    tree = open_store(reference)
+    post = tree["posterior"].to_dataset()
+    s = tree["summaries"].to_dataset()
+    # the summaries see float64 fields, the store float32: relative error ~1e-7
+    lam = analysis.intensity(model, post.assign(f=post["f"].astype(float)))
+    np.testing.assert_allclose(s["intensity_mean"].values, lam.mean("draw").values, rtol=1e-5)
+    np.testing.assert_allclose(s["intensity_var"].values, lam.var("draw", ddof=1).values,
+                               rtol=1e-3)
+    rr = analysis.relative_risk(post.assign(f=post["f"].astype(float)))
+    np.testing.assert_allclose(s["rr_mean"].values, rr.mean("draw").values, rtol=1e-5)
+    th = s["threshold"].values
+    want = (rr.values[:, :, None] > th[None, None, :, None, None]).sum(1)
+    np.testing.assert_array_equal(s["exceedance_count"].values, want)
+    np.testing.assert_array_equal(s["n_draws"].values, [9, 9])
+
+
+def test_thinning_of_draws_and_fields(model, tmp_path):
+    t = sample(model, draws=6, tune=0, chains=1, random_seed=2, thin=2, thin_fields=3,
+               checkpoint_every=6, n_latent=1, progressbar=False, store=tmp_path / "a.zarr")
+    assert "f" not in t["posterior"] and t["posterior"]["sd"].shape == (1, 6)
+    assert list(t["posterior_fields"]["draw"].values) == [0, 3]
+    full = sample(model, draws=12, tune=0, chains=1, random_seed=2, thin=1, thin_fields=1,
+                  checkpoint_every=6, n_latent=1, progressbar=False)
+    # thin=2 keeps every second sweep of the same chain
+    np.testing.assert_array_equal(t["posterior"]["sd"].values[0],
+                                  full["posterior"]["sd"].values[0, 1::2])
+    np.testing.assert_array_equal(t["posterior_fields"]["f"].values[0, 1],
+                                  full["posterior"]["f"].values[0, 7])
+    none = sample(model, draws=3, tune=0, chains=1, random_seed=2, thin_fields=0,
+                  checkpoint_every=3, n_latent=1, progressbar=False)
+    assert "f" not in none["posterior"] and "posterior_fields" not in none.children
+    assert int(none["summaries"]["n_draws"].values[0]) == 3
+    kept = sample(model, draws=3, tune=2, chains=1, random_seed=2, checkpoint_every=3,
+                  n_latent=1, progressbar=False, discard_tuned_samples=False)
+    assert kept["warmup_posterior"]["sd"].shape == (1, 2)
+
+
+# -- refusals -------------------------------------------------------------------------------------
+def test_refusals_happen_before_any_store_write(model, tmp_path, reference):
+    p = tmp_path / "x.zarr"
+    bad = [dict(draws=0), dict(tune=-1), dict(thin_fields=-2), dict(chain_ids=[5]),
+           dict(chain_ids=[0, 0]), dict(random_seed=-3), dict(thin_fields=2, checkpoint_every=3),
+           dict(thresholds=[0.0])]
+    for kw in bad:
+        with pytest.raises(InvalidParameterError):
+            sample(model, **{**RUN, "store": p, **kw})
+        assert not p.exists(), kw
+    with pytest.raises(ResourceLimitError, match="max_disk_gb"):
+        sample(model, **{**RUN, "store": p, "max_disk_gb": 1e-6})
+    assert not p.exists()
+    with pytest.raises(ResourceLimitError, match="max_memory_gb"):
+        sample(model, **{**RUN, "max_memory_gb": 1e-6})
+    with pytest.raises(StoreExistsError, match="resume"):
+        sample(model, store=reference, **RUN)
+    with pytest.raises(InvalidParameterError, match="store=path"):
+        sample(model, resume=True, **RUN)
+
+
+def test_resume_refuses_other_data_settings_or_versions(model, reference, tmp_path):
+    other = build_model(seed=1)
+    with pytest.raises(ResumeMismatchError, match="data"):
+        sample(other, store=reference, resume=True, **RUN)
+    with pytest.raises(ResumeMismatchError, match="run setting thin"):
+        sample(model, store=reference, resume=True, **{**RUN, "thin": 2})
+    copy = tmp_path / "copy.zarr"
+    import shutil
+
+    shutil.copytree(reference, copy)
+    st = RunStore(copy)
+    v = dict(st.root.attrs["versions"])
+    v["numpy"] = "0.0"
+    st.root.attrs["versions"] = v
+    with pytest.raises(ResumeMismatchError, match="library numpy"):
+        sample(model, store=copy, resume=True, **RUN)
+
+
+# -- exact resume ---------------------------------------------------------------------------------
+def test_resume_after_a_stop_is_byte_identical(model, reference, tmp_path):
+    """A run stopped after its second checkpoint (a simulated crash: the store is left as the
+    dead process left it) resumes to the same bytes as the uninterrupted run."""
+    import lattice_lgm.runs as runs
+
+    p = tmp_path / "r.zarr"
+    calls = {"n": 0}
+    orig = runs._Runner._checkpoint
+
+    def dying(self, *a, **k):
+        orig(self, *a, **k)
+        calls["n"] += 1
+        if calls["n"] == 3:  # warm-up, then posterior draw 3: die after writing it
+            raise RuntimeError("simulated crash")
+
+    runs._Runner._checkpoint = dying
+    try:
+        with pytest.raises(RuntimeError, match="simulated crash"):
+            sample(model, store=p, **RUN)
+    finally:
+        runs._Runner._checkpoint = orig
+    mid = open_store(p)
+    assert mid["posterior"].sizes["draw"] == 3  # committed draws only
+    assert not np.isnan(mid["posterior"]["sd"].values).any()
+    sample(model, store=p, resume=True, **RUN)
+    _assert_same_store(reference, p)
+
+
+def test_corrupt_newest_checkpoint_falls_back_to_the_previous(model, reference, tmp_path):
+    import lattice_lgm.runs as runs
+
+    p = tmp_path / "c.zarr"
+    calls = {"n": 0}
+    orig = runs._Runner._checkpoint
+
+    def dying(self, *a, **k):
+        orig(self, *a, **k)
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("simulated crash")
+
+    runs._Runner._checkpoint = dying
+    try:
+        with pytest.raises(RuntimeError):
+            sample(model, store=p, **RUN)
+    finally:
+        runs._Runner._checkpoint = orig
+    ckpts = sorted((p / CHECKPOINT_DIR).glob("ckpt-*.npz"))
+    assert len(ckpts) == 2  # the newest and its predecessor
+    data = bytearray(ckpts[-1].read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    ckpts[-1].write_bytes(bytes(data))
+    with pytest.warns(UserWarning, match="newest generation unreadable"):
+        sample(model, store=p, resume=True, **RUN)
+    _assert_same_store(reference, p)
+
+
+def test_chain_blocks_written_by_separate_calls_merge_into_one_store(model, reference,
+                                                                       tmp_path):
+    p = tmp_path / "split.zarr"
+    sample(model, store=p, chain_ids=[0], **RUN)
+    part = open_store(p)
+    assert part["posterior"].sizes["draw"] == 0  # chain 1 has nothing yet: none complete
+    sample(model, store=p, chain_ids=[1], **RUN)
+    with pytest.raises(StoreExistsError, match="already have draws"):
+        sample(model, store=p, chain_ids=[1], **RUN)
+    a, b = open_store(reference), open_store(p)
+    for g in ("posterior", "sample_stats", "summaries"):
+        for v in a[g].data_vars:
+            np.testing.assert_array_equal(a[g][v].values, b[g][v].values, err_msg=f"{g}/{v}")
+
+
+KILL_SCRIPT = """
+import sys
+sys.path.insert(0, {root!r})
+{model_src}
+from lattice_lgm.runs import sample
+run = json.loads(sys.argv[2])
+sample(build_model(), store=sys.argv[1], resume=sys.argv[3] == "resume", **run)
+"""
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_moments_then_resume_is_byte_identical(model, tmp_path):
+    """A subprocess killed with SIGKILL at random moments while it samples (after its first
+    checkpoint exists), resumed each time with another thread count, ends with the same bytes
+    as an uninterrupted run; every kill is checked to have interrupted a running sampler."""
+    kill_run = {**RUN, "draws": 40, "checkpoint_every": 4}
+    ref = tmp_path / "ref.zarr"
+    sample(model, store=ref, **kill_run)
+    script = tmp_path / "run.py"
+    script.write_text("import json\n" + textwrap.dedent(KILL_SCRIPT).format(
+        root=str(ROOT), model_src=MODEL_SRC))
+    p = tmp_path / "k.zarr"
+    rng = np.random.default_rng(2026)
+    run = json.dumps(kill_run)
+    mode, kills = "new", 0
+    for attempt in range(4):
+        env = dict(os.environ, NUMBA_NUM_THREADS=str(1 + attempt % 2))
+        proc = subprocess.Popen([sys.executable, str(script), str(p), run, mode], env=env)
+        t0, wall0 = time.monotonic(), time.time()
+        while proc.poll() is None and time.monotonic() - t0 < 120:
+            # wait for a checkpoint written by *this* process: it is sampling now
+            gens = sorted((p / CHECKPOINT_DIR).glob("ckpt-*.npz")) if p.exists() else []
+            if gens and gens[-1].stat().st_mtime > wall0:
+                break
+            time.sleep(0.05)
+        time.sleep(float(rng.uniform(0.0, 1.5)))
+        if proc.poll() is not None:
+            assert proc.returncode == 0, proc.returncode
+            break
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        kills += 1
+        mode = "resume"
+    else:
+        env = dict(os.environ, NUMBA_NUM_THREADS="2")
+        subprocess.run([sys.executable, str(script), str(p), run, mode], env=env, check=True)
+    assert kills >= 2, f"only {kills} kills happened mid-run; the test did not test resume"
+    _assert_same_store(ref, p)
