@@ -21,6 +21,8 @@ from . import covariance, errors, priors
 from .errors import LatticeLGMError
 from .lattice import Lattice
 from .models import LGCP
+from .runs import resume, sample
+from .store import open_store
 from .window import Window, bin_points, lattice_for_window, read_points
 
 try:
@@ -38,6 +40,9 @@ __all__ = [
     "covariance",
     "errors",
     "lattice_for_window",
+    "open_store",
     "priors",
     "read_points",
+    "resume",
+    "sample",
 ]

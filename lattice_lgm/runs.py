@@ -639,6 +639,9 @@ def sample(
     config: Mapping[str, Any] | None = None,
     max_disk_gb: float | None = None,
     max_memory_gb: float | None = None,
+    dask_workers: int | None = None,
+    dask_scheduler: str | None = None,
+    chains_per_task: int = 1,
 ) -> Any:
     """Run ``chains`` Gibbs chains of ``model`` and return the draws in ArviZ layout.
 
@@ -689,6 +692,14 @@ def sample(
     max_disk_gb, max_memory_gb : float, optional
         Refuse before starting when the projected store size (uncompressed) or in-memory size
         exceeds these (defaults: free disk space; half the physical memory).
+    dask_workers : int, optional
+        Run blocks of ``chains_per_task`` chains as tasks on a Dask ``LocalCluster`` of this many
+        worker processes (one thread each), all writing into ``store``.
+    dask_scheduler : str, optional
+        Address of a running Dask scheduler (``tcp://host:8786``) to run the chain blocks on;
+        ``store`` must be on a filesystem every worker sees.
+    chains_per_task : int
+        Chains per Dask task (a contiguous block; each block keeps its own checkpoints).
 
     Returns
     -------
@@ -706,6 +717,16 @@ def sample(
         Bad arguments (before any sweep or store write).
     StoreExistsError, ResumeMismatchError, CheckpointError, ResourceLimitError
     """
+    if dask_workers is not None or dask_scheduler is not None:
+        return _sample_dask(
+            model, store=store, workers=dask_workers, scheduler=dask_scheduler,
+            chains_per_task=chains_per_task, resume=resume,
+            kwargs=dict(draws=draws, tune=tune, chains=chains, random_seed=random_seed,
+                        thin=thin, thin_fields=thin_fields, checkpoint_every=checkpoint_every,
+                        step=step, representation=representation, n_latent=n_latent,
+                        initvals=initvals, discard_tuned_samples=discard_tuned_samples,
+                        thresholds=thresholds, config=config, max_disk_gb=max_disk_gb,
+                        max_memory_gb=max_memory_gb))
     plan = _Plan(model, draws=draws, tune=tune, chains=chains, random_seed=random_seed,
                  thin=thin, thin_fields=thin_fields, checkpoint_every=checkpoint_every,
                  representation=representation, n_latent=n_latent,
@@ -776,6 +797,80 @@ def sample(
     return open_store(path)
 
 
+def chain_blocks(chains: int, per_task: int) -> list[list[int]]:
+    """Contiguous blocks of ``per_task`` chains covering ``range(chains)``."""
+    per = positive_int("chains_per_task", per_task, "chains per Dask task, e.g. 1")
+    return [list(range(a, min(a + per, chains))) for a in range(0, chains, per)]
+
+
+def _run_block(model: Any, store: str, block: list[int], resume: bool, kwargs: dict) -> int:
+    """A Dask task: one block of chains into the shared store (runs in a worker process)."""
+    sample(model, store=store, chain_ids=block, resume=resume, progressbar=False, **kwargs)
+    return len(block)
+
+
+def _sample_dask(model: Any, *, store, workers, scheduler, chains_per_task, resume,
+                 kwargs) -> Any:
+    if store is None:
+        raise InvalidParameterError(
+            "the Dask path writes into a store every worker can reach; give store=path.")
+    if workers is not None and scheduler is not None:
+        raise InvalidParameterError(
+            f"give dask_workers={workers!r} (a LocalCluster) or dask_scheduler={scheduler!r} "
+            "(an existing cluster), not both.")
+    if workers is not None:
+        workers = positive_int("dask_workers", workers, "worker processes, e.g. 2")
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError as exc:  # pragma: no cover - an optional extra
+        raise InvalidParameterError(
+            "the Dask path needs dask.distributed: pip install 'lattice_lgm[dask]'.") from exc
+    chains = positive_int("chains", kwargs["chains"], "e.g. 4")
+    blocks = chain_blocks(chains, chains_per_task)
+    path = Path(store)
+    if not resume:
+        # lay the store out here (validation, refusals and the resource check happen once,
+        # before any task starts); the tasks then join it block by block
+        _create_only(model, path, kwargs, blocks)
+    cluster = None
+    if workers is not None:
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                               dashboard_address=None)
+        client = Client(cluster)
+    else:
+        client = Client(scheduler)
+    try:
+        futures = [client.submit(_run_block, model, str(path), b, resume, kwargs,
+                                 pure=False, key=f"lattice-lgm-chains-{b[0]}-{b[-1]}")
+                   for b in blocks]
+        client.gather(futures)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    from .store import open_store
+
+    return open_store(path)
+
+
+def _create_only(model: Any, path: Path, kwargs: dict, blocks: list[list[int]]) -> None:
+    from .samplers import chain_rngs
+
+    kw = {k: kwargs[k] for k in ("draws", "tune", "chains", "random_seed", "thin",
+                                 "thin_fields", "checkpoint_every", "representation",
+                                 "n_latent", "discard_tuned_samples", "thresholds", "config")}
+    if kw["random_seed"] is None:
+        raise InvalidParameterError(
+            "the Dask path needs random_seed (every task must draw from the run's streams).")
+    plan = _Plan(model, chain_ids=None, **kw)
+    state = model.init_state(chain_rngs(plan.seed, [0]))
+    specs, coords = plan.specs(_record_layout(model, state))
+    _check_resources(specs, path, kwargs.get("max_disk_gb"), None)
+    attrs = plan.attrs()
+    attrs["chain_blocks"] = blocks
+    RunStore.create(path, specs, coords, attrs)
+
+
 def _record_layout(model: Any, state: Any) -> dict[str, Any]:
     from .analysis import posterior_dataset
 
@@ -792,8 +887,9 @@ def _init_from(model, initvals, rngs, chain_ids):
 
 
 def resume(store: str | os.PathLike, model: Any = None, *, progressbar: bool = True,
-           chain_ids: Sequence[int] | None = None) -> Any:
-    """Continue a stopped or crashed run from its newest checkpoint.
+           chain_ids: Sequence[int] | None = None, dask_workers: int | None = None,
+           dask_scheduler: str | None = None) -> Any:
+    """Continue a stopped or crashed run from its newest checkpoint(s).
 
     Parameters
     ----------
@@ -803,16 +899,19 @@ def resume(store: str | os.PathLike, model: Any = None, *, progressbar: bool = T
         The model; default: rebuilt from the configuration stored with the run (runs started
         from the command line or with ``config=``).
     chain_ids : sequence of int, optional
-        The chain block this process ran (``--chains``).
+        Resume only this block of chains (the ``--chains`` of a job-array task).  Default: the
+        whole run — every chain block of a Dask run, in turn (or on Dask with
+        ``dask_workers``/``dask_scheduler``).
 
     Returns
     -------
     xarray.DataTree
     """
-    from .store import read_config
+    from .store import open_store, read_config
 
     rs = RunStore(store)
-    rc = dict(rs.attrs.get("run_config", {}))
+    attrs = rs.attrs
+    rc = dict(attrs.get("run_config", {}))
     cfg = read_config(store)
     if model is None:
         if not cfg:
@@ -822,11 +921,22 @@ def resume(store: str | os.PathLike, model: Any = None, *, progressbar: bool = T
         from .config import RunConfig
 
         model = RunConfig.from_resolved(cfg).build_model()
-    return sample(model, draws=rc["draws"], tune=rc["tune"], chains=rc["chains"],
-                  random_seed=rc["seed"], store=store, thin=rc["thin"],
-                  thin_fields=rc["thin_fields"], checkpoint_every=rc["checkpoint_every"],
-                  representation=rc["representation"], n_latent=rc["n_latent"],
-                  discard_tuned_samples=rc["discard_tuned_samples"], progressbar=progressbar,
-                  resume=True, chain_ids=chain_ids, thresholds=rc["thresholds"],
-                  config=cfg or None)
-
+    kw = dict(draws=rc["draws"], tune=rc["tune"], chains=rc["chains"], random_seed=rc["seed"],
+              store=store, thin=rc["thin"], thin_fields=rc["thin_fields"],
+              checkpoint_every=rc["checkpoint_every"], representation=rc["representation"],
+              n_latent=rc["n_latent"], discard_tuned_samples=rc["discard_tuned_samples"],
+              thresholds=rc["thresholds"], config=cfg or None, resume=True)
+    blocks = attrs.get("chain_blocks")
+    if chain_ids is not None or not blocks:
+        if dask_workers is not None or dask_scheduler is not None:
+            raise InvalidParameterError(
+                "this store was not written by chain blocks; resume it in-process (no Dask "
+                "options) or with its --chains.")
+        return sample(model, progressbar=progressbar, chain_ids=chain_ids, **kw)
+    if dask_workers is not None or dask_scheduler is not None:
+        per = len(blocks[0])
+        return sample(model, progressbar=progressbar, dask_workers=dask_workers,
+                      dask_scheduler=dask_scheduler, chains_per_task=per, **kw)
+    for b in blocks:
+        sample(model, progressbar=progressbar, chain_ids=b, **kw)
+    return open_store(store)

@@ -308,3 +308,26 @@ def test_sigkill_at_random_moments_then_resume_is_byte_identical(model, tmp_path
         subprocess.run([sys.executable, str(script), str(p), run, mode], env=env, check=True)
     assert kills >= 2, f"only {kills} kills happened mid-run; the test did not test resume"
     _assert_same_store(ref, p)
+
+
+def test_dask_local_cluster_runs_chain_blocks_into_one_store(model, reference, tmp_path):
+    """Two worker processes, one chain each, write the same draws as the in-process run."""
+    pytest.importorskip("dask.distributed")
+    p = tmp_path / "dask.zarr"
+    sample(model, store=p, dask_workers=2, **RUN)
+    a, b = open_store(reference), open_store(p)
+    for g in ("posterior", "sample_stats", "summaries"):
+        for v in a[g].data_vars:
+            np.testing.assert_array_equal(a[g][v].values, b[g][v].values, err_msg=f"{g}/{v}")
+    assert RunStore(p).attrs["chain_blocks"] == [[0], [1]]
+    # resuming a finished block run does nothing and changes nothing
+    before = _store_bytes(p)
+    from lattice_lgm.runs import resume
+
+    resume(p, model, progressbar=False)
+    assert _store_bytes(p) == before
+    with pytest.raises(InvalidParameterError, match="not both"):
+        sample(model, store=tmp_path / "x.zarr", dask_workers=2, dask_scheduler="tcp://x:1",
+               **RUN)
+    with pytest.raises(InvalidParameterError, match="store=path"):
+        sample(model, dask_workers=2, **RUN)

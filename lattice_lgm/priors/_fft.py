@@ -91,6 +91,13 @@ class RealFFTPlans:
         self._fwd: pyfftw.FFTW | None = None
         self._bwd: pyfftw.FFTW | None = None
 
+    def __getstate__(self) -> dict:
+        # FFTW plans and their buffers are process-local: pickled plans (Dask tasks, copies)
+        # are re-planned on first use; FFTW_ESTIMATE plans are deterministic (DESIGN §5)
+        state = dict(self.__dict__)
+        state["_fwd"] = state["_bwd"] = None
+        return state
+
     def _plan(self) -> tuple[pyfftw.FFTW, pyfftw.FFTW]:
         if self._fwd is None:
             with _PLAN_LOCK:
