@@ -38,12 +38,13 @@ falls back to the one before.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -160,13 +161,13 @@ class VarSpec:
         return np.nan if np.dtype(self.dtype).kind == "f" else -1
 
 
-def _quiet():
-    """Silence zarr's notes about consolidated metadata (ours) and the checkpoint directory."""
-    ctx = warnings.catch_warnings()
-    ctx.__enter__()
-    warnings.filterwarnings("ignore", message=".*[Cc]onsolidated metadata.*")
-    warnings.filterwarnings("ignore", message=".*not recognized as a component of a Zarr.*")
-    return ctx
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Silence zarr's notes about consolidated metadata (ours) and our dot-directories."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*[Cc]onsolidated metadata.*")
+        warnings.filterwarnings("ignore", message=".*not recognized as a component of a Zarr.*")
+        yield
 
 
 class RunStore:
@@ -185,11 +186,8 @@ class RunStore:
         if not (self.path / "zarr.json").exists():
             raise InvalidParameterError(
                 f"store={str(self.path)!r} is not a lattice_lgm run store (no zarr.json).")
-        ctx = _quiet()
-        try:
+        with _quiet():
             self.root = zarr.open_group(str(self.path), mode="r+")
-        finally:
-            ctx.__exit__(None, None, None)
 
     # -- creation -------------------------------------------------------------------------------
     @classmethod
@@ -213,8 +211,7 @@ class RunStore:
             raise StoreExistsError(
                 f"store={str(p)!r} already exists; resume it (lattice-lgm resume {p}, or "
                 "sample(..., store=path, resume=True)), choose another path, or delete it.")
-        ctx = _quiet()
-        try:
+        with _quiet():
             root = zarr.open_group(str(p), mode="w")
             groups: dict[str, Any] = {}
             for spec in specs:
@@ -244,8 +241,6 @@ class RunStore:
             root.attrs.update(json.loads(_json({**attrs,
                                                 "lattice_lgm_format": FORMAT_VERSION})))
             zarr.consolidate_metadata(str(p))
-        finally:
-            ctx.__exit__(None, None, None)
         (p / CHECKPOINT_DIR).mkdir(exist_ok=True)
         (p / COMMIT_DIR).mkdir(exist_ok=True)
         return cls(p)
@@ -430,11 +425,8 @@ def open_store(path: str | os.PathLike, *, committed_only: bool = True) -> Any:
         raise InvalidParameterError(
             f"path={str(p)!r} is not a run store (no zarr.json); give the directory that "
             "sample(..., store=...) or `lattice-lgm run` wrote.")
-    ctx = _quiet()
-    try:
+    with _quiet():
         tree = xr.open_datatree(str(p), engine="zarr")
-    finally:
-        ctx.__exit__(None, None, None)
     if not committed_only:
         return tree
     commits = _read_commits(p)
@@ -464,9 +456,6 @@ def read_config(path: str | os.PathLike) -> dict[str, Any]:
     """The resolved configuration stored with a run (``{}`` for Python-API runs without one)."""
     import zarr
 
-    ctx = _quiet()
-    try:
+    with _quiet():
         root = zarr.open_group(str(path), mode="r")
-    finally:
-        ctx.__exit__(None, None, None)
     return dict(root.attrs.get("config") or {})

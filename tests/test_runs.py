@@ -187,28 +187,32 @@ def test_resume_refuses_other_data_settings_or_versions(model, reference, tmp_pa
         sample(model, store=copy, resume=True, **RUN)
 
 
-# -- exact resume ---------------------------------------------------------------------------------
-def test_resume_after_a_stop_is_byte_identical(model, reference, tmp_path):
-    """A run stopped after its second checkpoint (a simulated crash: the store is left as the
-    dead process left it) resumes to the same bytes as the uninterrupted run."""
+def _crash_after_checkpoint(model, path, monkeypatch, n=3):
+    """Run RUN into ``path`` and raise after its n-th checkpoint (the store is left as a dead
+    process would leave it: that checkpoint and the draws it covers on disk)."""
     import lattice_lgm.runs as runs
 
-    p = tmp_path / "r.zarr"
     calls = {"n": 0}
     orig = runs._Runner._checkpoint
 
     def dying(self, *a, **k):
         orig(self, *a, **k)
         calls["n"] += 1
-        if calls["n"] == 3:  # warm-up, then posterior draw 3: die after writing it
+        if calls["n"] == n:
             raise RuntimeError("simulated crash")
 
-    runs._Runner._checkpoint = dying
-    try:
-        with pytest.raises(RuntimeError, match="simulated crash"):
-            sample(model, store=p, **RUN)
-    finally:
-        runs._Runner._checkpoint = orig
+    monkeypatch.setattr(runs._Runner, "_checkpoint", dying)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        sample(model, store=path, **RUN)
+    monkeypatch.setattr(runs._Runner, "_checkpoint", orig)
+
+
+# -- exact resume ---------------------------------------------------------------------------------
+def test_resume_after_a_stop_is_byte_identical(model, reference, tmp_path, monkeypatch):
+    """A run stopped after its third checkpoint (warm-up, then posterior draws 3 and 6… it
+    dies after writing draw 3's) resumes to the same bytes as the uninterrupted run."""
+    p = tmp_path / "r.zarr"
+    _crash_after_checkpoint(model, p, monkeypatch)
     mid = open_store(p)
     assert mid["posterior"].sizes["draw"] == 3  # committed draws only
     assert not np.isnan(mid["posterior"]["sd"].values).any()
@@ -216,25 +220,10 @@ def test_resume_after_a_stop_is_byte_identical(model, reference, tmp_path):
     _assert_same_store(reference, p)
 
 
-def test_corrupt_newest_checkpoint_falls_back_to_the_previous(model, reference, tmp_path):
-    import lattice_lgm.runs as runs
-
+def test_corrupt_newest_checkpoint_falls_back_to_the_previous(model, reference, tmp_path,
+                                                              monkeypatch):
     p = tmp_path / "c.zarr"
-    calls = {"n": 0}
-    orig = runs._Runner._checkpoint
-
-    def dying(self, *a, **k):
-        orig(self, *a, **k)
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise RuntimeError("simulated crash")
-
-    runs._Runner._checkpoint = dying
-    try:
-        with pytest.raises(RuntimeError):
-            sample(model, store=p, **RUN)
-    finally:
-        runs._Runner._checkpoint = orig
+    _crash_after_checkpoint(model, p, monkeypatch)
     ckpts = sorted((p / CHECKPOINT_DIR).glob("ckpt-*.npz"))
     assert len(ckpts) == 2  # the newest and its predecessor
     data = bytearray(ckpts[-1].read_bytes())
