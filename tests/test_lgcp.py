@@ -60,6 +60,11 @@ def test_start_values_come_from_the_cross_check(model):
     np.testing.assert_array_equal(st["beta"], model.glm.coef)
     lo, hi = model.prior_spec["range"].lower, model.prior_spec["range"].upper
     assert lo < st["range"] < hi
+    # with covariates, minimum contrast fits the inhomogeneous pcf with the GLM's trend
+    mc = model.min_contrast
+    assert mc.inhomogeneous and "Poisson GLM" in mc.intensity_source
+    plain = LGCP(_pattern(), (0, 100, 0, 100), cell_size=6.25, units="m")
+    assert not plain.min_contrast.inhomogeneous
 
 
 def test_chain_starts_are_overdispersed_inside_the_supports_and_reproducible(model):
@@ -93,7 +98,7 @@ def test_refusals():
     with pytest.raises(InvalidParameterError, match="Hyperprior"):
         LGCP(xy, (0, 100, 0, 100), cell_size=10.0, sd_prior=1.0)
     with pytest.raises(UnsupportedOperationError, match="space-time"):
-        LGCP(np.c_[xy, np.zeros(len(xy))], (0, 100, 0, 100),
+        LGCP(np.c_[xy, np.zeros(len(xy))], (0, 100, 0, 100), backend="gmrf",
              lattice=Lattice((2, 10, 10), spacing=(1.0, 10.0, 10.0)))
 
 

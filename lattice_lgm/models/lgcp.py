@@ -374,15 +374,26 @@ class LGCP:
         from ..spatialstats import min_contrast_lgcp, poisson_glm
 
         self.fit_warnings: list[str] = []
-        if self.lattice.ndim == 2 and self.n_points >= 10:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                self.min_contrast = min_contrast_lgcp(self.points, self.window.to_shapely(),
-                                                      nu=self.nu)
-            self.fit_warnings = [str(w.message) for w in caught]
         X = None if self.design is None else np.nan_to_num(self.design.X, nan=0.0)
         names = None if self.design is None else self.design.names
         self.glm = poisson_glm(self.counts, self.exposure, X, mask=self.inside, names=names)
+        if self.lattice.ndim == 2 and self.n_points >= 10:
+            kw: dict[str, Any] = {}
+            if self.design is not None:
+                # spatstat's kppm(X ~ covariates, "LGCP"): the trend from the Poisson GLM, then
+                # (sd, range) from the *inhomogeneous* pcf, whose LGCP form is still
+                # exp(C_θ(r)) (Baddeley, Møller & Waagepetersen 2000; Waagepetersen 2007)
+                import xarray as xr
+
+                rho = np.exp(self.glm.intercept + X @ np.asarray(self.glm.coef, dtype=float))
+                kw = {"intensity": xr.DataArray(rho, dims=self.lattice.dims,
+                                                coords=self.lattice.coords()),
+                      "intensity_source": "the Poisson GLM of the covariates"}
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                self.min_contrast = min_contrast_lgcp(self.points, self.window.to_shapely(),
+                                                      nu=self.nu, **kw)
+            self.fit_warnings = [str(w.message) for w in caught]
 
     def _start_values(self) -> dict[str, Any]:
         sdp, rp = self.prior_spec["sd"], self.prior_spec["range"]
