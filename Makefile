@@ -36,8 +36,10 @@ $(INSTALLED): pyproject.toml $(SYSDEPS)
 	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
 	@touch $@
 
+# the demo writes demo_output/bei.zarr and demo_output/bei_maps; a previous demo run is replaced
 demo: setup
-	$(PY) -m lattice_lgm.demo
+	rm -rf demo_output/bei.zarr demo_output/bei_maps
+	$(VENV)/bin/lattice-lgm run examples/bei_demo.toml
 
 test: setup
 	$(PY) -m pytest -m "not slow" -q

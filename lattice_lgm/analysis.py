@@ -516,7 +516,7 @@ def summary(model: Any, posterior: xr.Dataset, *, bound_fraction: float = 0.9) -
     import arviz as az
     import pandas as pd
 
-    _require(posterior, "sd", "range", "f")
+    _require(posterior, "sd", "range")
     rows: dict[str, np.ndarray] = {"sd": posterior["sd"].values,
                                    "range": posterior["range"].values}
     if "range_t" in posterior:

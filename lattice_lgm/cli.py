@@ -1,0 +1,506 @@
+"""The ``lattice-lgm`` command: run, resume and inspect LGCP runs described by a TOML config.
+
+::
+
+    lattice-lgm init run.toml                 # a commented config for the bei demo
+    lattice-lgm run run.toml --set sampling.draws=200
+    lattice-lgm run run.toml --chains 4-7     # chains 4..7 only (e.g. on a second machine)
+    lattice-lgm resume run.zarr               # continue an interrupted run
+    lattice-lgm summary run.zarr              # posterior table, R-hat, ESS, cross-check
+    lattice-lgm plot run.zarr --out maps/     # intensity and exceedance maps (PNG)
+
+The configuration schema is :mod:`lattice_lgm.config` (``lattice-lgm run --help`` lists every
+key).  Errors raised on purpose (:class:`~lattice_lgm.errors.LatticeLGMError`, configuration
+errors included) are printed as ``error: <message>`` and exit with status 2; anything else is
+a bug and propagates with its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import os
+import sys
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from .errors import InvalidParameterError, LatticeLGMError, UnsupportedOperationError
+
+__all__ = ["build_parser", "main", "parse_chains", "print_summary", "write_maps"]
+
+#: the file ``lattice-lgm init`` writes when no path is given
+DEFAULT_CONFIG = "run.toml"
+
+_EXAMPLES = """\
+examples:
+  lattice-lgm init run.toml                   write a commented config for the bei demo
+  lattice-lgm run run.toml                    sample, print the summary, write the maps
+  lattice-lgm run run.toml --set sampling.draws=200 --set model.backend=gmrf
+  lattice-lgm run run.toml --chains 4-7       only chains 4..7 of the run (same store)
+  lattice-lgm resume run.zarr                 continue an interrupted run
+  lattice-lgm summary run.zarr                posterior table with R-hat, ESS, cross-check
+  lattice-lgm plot run.zarr --out maps/       intensity and exceedance maps as PNG
+"""
+
+
+# -- helpers ------------------------------------------------------------------------------------
+def parse_chains(text: str, n_chains: int) -> range:
+    """Parse ``--chains``: ``"4-7"`` (inclusive) or ``"5"`` into global chain indices.
+
+    Parameters
+    ----------
+    text : str
+        ``"A-B"`` with ``0 <= A <= B < n_chains``, or a single index ``"A"``.
+    n_chains : int
+        ``sampling.chains`` of the run.
+
+    Returns
+    -------
+    range
+        ``range(A, B + 1)``.
+
+    Raises
+    ------
+    InvalidParameterError
+        Not of that form, empty, or outside ``[0, n_chains)``.
+    """
+    lo_s, sep, hi_s = text.strip().partition("-")
+    try:
+        lo = int(lo_s)
+        hi = int(hi_s) if sep else lo
+    except ValueError:
+        raise InvalidParameterError(
+            f"--chains {text!r} is not a chain range; write A-B (inclusive, e.g. 4-7) or a "
+            "single index (e.g. 5).") from None
+    if lo > hi:
+        raise InvalidParameterError(
+            f"--chains {text!r} is empty ({lo} > {hi}); write A-B with A <= B, e.g. {hi}-{lo}.")
+    if lo < 0 or hi >= n_chains:
+        raise InvalidParameterError(
+            f"--chains {text!r} is outside the run's chains 0..{n_chains - 1} "
+            f"(sampling.chains = {n_chains}); raise sampling.chains or pick chains inside.")
+    return range(lo, hi + 1)
+
+
+def _module(name: str, what: str) -> Any:
+    """Import ``lattice_lgm.<name>``, or explain that this installation lacks it."""
+    full = f"{__package__}.{name}"
+    try:
+        return importlib.import_module(full)
+    except ModuleNotFoundError as exc:
+        if exc.name != full:
+            raise
+        raise UnsupportedOperationError(
+            f"{full} ({what}) is not available in this installation of lattice_lgm; upgrade "
+            "it, or sample from Python.") from None
+
+
+def _check_accepts(fn: Any, extra: dict[str, Any]) -> None:
+    """Refuse Dask options that the installed ``runs.sample`` does not take (before any work)."""
+    if not extra:
+        return
+    params = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    missing = [k for k in extra if k not in params]
+    if missing:
+        flags = ", ".join("--" + k.removeprefix("dask_") for k in missing)
+        raise UnsupportedOperationError(
+            f"{flags}: lattice_lgm.runs.sample does not accept {missing} in this version (the "
+            "Dask runner is not there yet); run without it, or split the chains over "
+            "processes with --chains A-B against the same store.")
+
+
+def _posterior(tree: Any, where: str) -> Any:
+    """The posterior Dataset of a run, with its field ``f`` when the run kept fields.
+
+    With ``thin_fields > 1`` the fields of a subset of draws sit in ``posterior_fields``; the
+    analysis then uses those draws (the table says how many).  With ``thin_fields = 0`` the
+    Dataset has no ``f``.
+    """
+    children = getattr(tree, "children", {})
+    if "posterior" not in children:
+        raise InvalidParameterError(
+            f"{where} has no 'posterior' group (groups: {sorted(children)}); give a run store "
+            "written by `lattice-lgm run` or lattice_lgm.runs.sample.")
+    post = tree["posterior"].to_dataset()
+    if "f" not in post and "posterior_fields" in children:
+        fields = tree["posterior_fields"].to_dataset()
+        post = post.sel(draw=fields["draw"].values).assign(f=fields["f"])
+    if post.sizes.get("draw", 0) == 0:
+        raise InvalidParameterError(
+            f"{where} has no committed draws yet; wait for the first block to be written, or "
+            "`lattice-lgm resume` it.")
+    return post
+
+
+def _summaries(tree: Any) -> Any:
+    children = getattr(tree, "children", {})
+    return tree["summaries"].to_dataset() if "summaries" in children else None
+
+
+def print_summary(model: Any, posterior: Any, file: TextIO | None = None) -> Any:
+    """Print :func:`lattice_lgm.analysis.summary` and its notes (e.g. "not converged").
+
+    Parameters
+    ----------
+    model : LGCP
+    posterior : xarray.Dataset
+        ArviZ-layout posterior, dims ``(chain, draw, ...)``.
+    file : text stream, optional
+        Default ``sys.stdout``.
+
+    Returns
+    -------
+    pandas.DataFrame or None
+        The table printed (None when the run kept no field draws, which the table needs).
+    """
+    from .analysis import summary
+
+    out = sys.stdout if file is None else file
+    n_chain, n_draw = posterior.sizes["chain"], posterior.sizes["draw"]
+    if "f" not in posterior:
+        print(f"\nposterior: {n_chain} chains × {n_draw} draws, no field draws kept "
+              "(thin_fields = 0): the summary table needs them; maps come from the online "
+              "summaries", file=out)
+        return None
+    table = summary(model, posterior)
+    print(f"\nposterior: {n_chain} chains × {n_draw} draws", file=out)
+    print(table.to_string(float_format=lambda v: f"{v:.4g}"), file=out)
+    notes = table.attrs.get("notes", [])
+    for note in notes:
+        print(f"note: {note}", file=out)
+    if not notes:
+        print("notes: none", file=out)
+    return table
+
+
+def _intensity_per(units: str | None) -> str | None:
+    """``"ha"`` when the coordinates are in metres, else None (points per unit²)."""
+    from .analysis import _LENGTH_M
+
+    return "ha" if _LENGTH_M.get((units or "").strip().lower()) == 1.0 else None
+
+
+def _maps_from_draws(model: Any, posterior: Any, thresholds: Sequence[float]) -> tuple:
+    from .analysis import exceedance, intensity, relative_risk
+
+    lam = intensity(model, posterior, per=_intensity_per(model.lattice.units))
+    lam_mean = lam.mean(("chain", "draw"))
+    return lam_mean, lam.attrs["units"], exceedance(relative_risk(posterior), thresholds)
+
+
+def _maps_from_summaries(model: Any, summ: Any) -> tuple:
+    """Pool the runner's per-chain online summaries (means and exceedance counts) over chains.
+
+    The pooled mean of chains with ``n_c`` draws and means ``m_c`` is ``Σ n_c m_c / Σ n_c``;
+    the exceedance probability is ``Σ counts_c / Σ n_c``.
+    """
+    from .analysis import _per_factor, measure_unit
+
+    n = summ["n_draws"]
+    total = int(n.sum())
+    if total == 0:
+        raise InvalidParameterError(
+            "the run's online summaries hold no draws yet; wait for the first block.")
+    lam_mean = (summ["intensity_mean"] * n).sum("chain", skipna=False) / total
+    factor, label = _per_factor(model.lattice, _intensity_per(model.lattice.units),
+                                measure_unit(model.lattice, getattr(model, "time_units", None)))
+    inside = summ["intensity_mean"].notnull().all("chain")
+    exc = (summ["exceedance_count"].sum("chain") / total).where(inside)
+    return lam_mean * factor, label, exc.transpose("threshold", ...)
+
+
+def write_maps(model: Any, posterior: Any, out_dir: str | os.PathLike,
+               thresholds: Sequence[float], file: TextIO | None = None,
+               summaries: Any = None) -> list[Path]:
+    """Write the posterior-mean intensity and the exceedance maps as PNG files.
+
+    ``intensity_mean.png``: the posterior mean of ``λ`` per ha when the coordinates are in
+    metres, else per unit²; ``exceedance_rr_gt_<c>.png``: ``P(RR > c | data)`` for each
+    threshold ``c`` (:mod:`lattice_lgm.analysis`), drawn with
+    :func:`lattice_lgm.plotting.plot_map` on matplotlib's Agg backend.  From the runner's
+    online ``summaries`` when given (they pool every stored draw, whatever ``thin_fields``
+    kept) and they counted the thresholds asked for, else from the field draws.
+
+    Parameters
+    ----------
+    model : LGCP
+    posterior : xarray.Dataset, dims (chain, draw, y, x)
+    out_dir : path
+        Created if needed.
+    thresholds : sequence of float
+    file : text stream, optional
+        Where to report (default ``sys.stdout``).
+    summaries : xarray.Dataset, optional
+        The run's ``summaries`` group: per-chain ``intensity_mean`` (points per unit²),
+        ``exceedance_count`` (chain, threshold, ...) and ``n_draws``.
+
+    Returns
+    -------
+    list of Path
+        The files written (none for a model that is not 2-D: the maps are planar).
+    """
+    out = sys.stdout if file is None else file
+    if model.lattice.ndim != 2:
+        print(f"maps: none written (the lattice is {model.lattice.ndim}-D; maps are planar, "
+              "analyse time slices from Python)", file=out)
+        return []
+    wanted = [float(c) for c in thresholds]
+    counted = [] if summaries is None else [float(c) for c in summaries["threshold"].values]
+    if summaries is not None and ("f" not in posterior or set(wanted) <= set(counted)):
+        # every stored draw, whatever thin_fields kept
+        lam_mean, units, exc = _maps_from_summaries(model, summaries)
+        missing = sorted(set(wanted) - set(counted))
+        if missing:
+            print(f"maps: thresholds {missing} were not counted during the run (it counted "
+                  f"{counted}) and no field draws were kept to compute them", file=out)
+        exc = exc.sel(threshold=[c for c in counted if c in wanted] or counted)
+    elif "f" in posterior:
+        lam_mean, units, exc = _maps_from_draws(model, posterior, wanted)
+    else:
+        raise InvalidParameterError(
+            "the run kept no field draws (thin_fields = 0) and has no online summaries; no "
+            "maps can be drawn.")
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display is needed or wanted
+    import matplotlib.pyplot as plt
+
+    from .plotting import plot_map
+
+    d = Path(out_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    maps = [("intensity_mean.png",
+             lam_mean.assign_attrs(long_name="posterior mean intensity", units=units),
+             "posterior mean intensity", {})]
+    for c in exc["threshold"].values:
+        da = exc.sel(threshold=c).assign_attrs(long_name=f"P(RR > {c:g} | data)", units="")
+        maps.append((f"exceedance_rr_gt_{c:g}.png", da, f"P(relative risk > {c:g} | data)",
+                     {"vmin": 0.0, "vmax": 1.0}))
+    written = []
+    for name, da, title, kw in maps:
+        fig, ax = plt.subplots(figsize=(7.0, 5.0))
+        try:
+            plot_map(da, model, ax=ax, title=title, **kw)
+            fig.savefig(d / name, dpi=120, bbox_inches="tight")
+        finally:
+            plt.close(fig)
+        written.append(d / name)
+    print(f"maps: {len(written)} PNG files in {d}", file=out)
+    return written
+
+
+def _from_store(path: str) -> tuple[Any, Any, Any]:
+    """The stored config, its rebuilt model and the store module."""
+    from .config import RunConfig
+
+    if not (Path(path) / "zarr.json").is_file():
+        raise InvalidParameterError(
+            f"STORE {path!r} is not a run store (no zarr.json there); give the directory that "
+            "`lattice-lgm run` wrote (store.path of the config).")
+    store = _module("store", "the run store")
+    cfg = RunConfig.from_resolved(store.read_config(path))
+    return cfg, cfg.build_model(), store
+
+
+# -- subcommands --------------------------------------------------------------------------------
+def _report(model: Any, tree: Any, where: str, out_dir: Path, thresholds: Sequence[float]
+            ) -> None:
+    post = _posterior(tree, where)
+    print_summary(model, post)
+    write_maps(model, post, out_dir, thresholds, summaries=_summaries(tree))
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .config import load_config
+
+    cfg = load_config(args.config, args.set or ())
+    n_chains = cfg.resolved["sampling"]["chains"]
+    chain_ids = parse_chains(args.chains, n_chains) if args.chains is not None else None
+    kwargs = cfg.sample_kwargs()  # refuses a missing seed before any work
+    extra: dict[str, Any] = {}
+    if args.workers is not None:
+        extra["dask_workers"] = args.workers
+    if args.scheduler is not None:
+        extra["dask_scheduler"] = args.scheduler
+    runs = _module("runs", "sample and resume")
+    _check_accepts(runs.sample, extra)
+    model = cfg.build_model()
+    print(model.describe(), flush=True)
+    tree = runs.sample(model, **kwargs, chain_ids=chain_ids,
+                       progressbar=not args.no_progress, **extra)
+    _report(model, tree, str(cfg.store_path), cfg.maps_dir, cfg.thresholds)
+    return 0
+
+
+def _cmd_resume(args: argparse.Namespace) -> int:
+    # the model is rebuilt first: a moved data file fails here, before any sampling
+    cfg, model, _ = _from_store(args.store)
+    runs = _module("runs", "sample and resume")
+    kw: dict[str, Any] = {"progressbar": not args.no_progress}
+    if args.chains is not None:
+        kw["chain_ids"] = parse_chains(args.chains, cfg.resolved["sampling"]["chains"])
+    if "model" in inspect.signature(runs.resume).parameters:
+        kw["model"] = model  # not rebuilt a second time inside resume
+    tree = runs.resume(args.store, **kw)
+    _report(model, tree, args.store, cfg.maps_dir, cfg.thresholds)
+    return 0
+
+
+def _cmd_summary(args: argparse.Namespace) -> int:
+    _, model, store = _from_store(args.store)
+    print_summary(model, _posterior(store.open_store(args.store), args.store))
+    return 0
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    cfg, model, store = _from_store(args.store)
+    tree = store.open_store(args.store)
+    write_maps(model, _posterior(tree, args.store),
+               args.out if args.out is not None else cfg.maps_dir, cfg.thresholds,
+               summaries=_summaries(tree))
+    return 0
+
+
+def _demo_data_dir(target: Path) -> str:
+    """The repository's ``data/`` relative to ``target``'s directory (``"data"`` if absent)."""
+    data = Path(__file__).resolve().parents[1] / "data"
+    if not (data / "bei.csv").is_file():
+        return "data"
+    try:
+        return Path(os.path.relpath(data, target.resolve().parent)).as_posix()
+    except ValueError:  # another drive on Windows: no relative path exists
+        return data.as_posix()
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    from .config import template
+
+    target = Path(args.path)
+    if target.exists() and not args.force:
+        raise InvalidParameterError(
+            f"{str(target)!r} exists; pass --force to overwrite it, or give another path.")
+    if not target.parent.is_dir():
+        raise InvalidParameterError(
+            f"the directory of {str(target)!r} does not exist; create it first.")
+    target.write_text(template(_demo_data_dir(target)), encoding="utf-8")
+    print(f"wrote {target}; edit it, then: lattice-lgm run {target}")
+    return 0
+
+
+def _para(text: str) -> str:
+    return textwrap.fill(text, 79)
+
+
+# -- the parser -----------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    """The ``lattice-lgm`` argument parser (subcommands run, resume, summary, plot, init).
+
+    Returns
+    -------
+    argparse.ArgumentParser
+    """
+    from . import __version__
+    from .config import describe_schema
+
+    raw = argparse.RawDescriptionHelpFormatter
+    p = argparse.ArgumentParser(
+        prog="lattice-lgm", formatter_class=raw, epilog=_EXAMPLES,
+        description=_para("Bayesian LGCPs on large lattices: run, resume and inspect sampling runs "
+                    "described by a TOML configuration."))
+    p.add_argument("--version", action="version", version=f"lattice-lgm {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser(
+        "run", formatter_class=raw, help="sample a model described by a config file",
+        description=_para("Load CONFIG, build the LGCP, print its description, sample "
+                          "into the store, print the posterior summary and write the maps."),
+        epilog=_EXAMPLES + "\nconfiguration keys (TOML sections and keys):\n"
+               + describe_schema())
+    run.add_argument("config", metavar="CONFIG", help="TOML run configuration")
+    run.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
+                     help="override a config value (repeatable), e.g. sampling.draws=200; the "
+                          "value is parsed as TOML, else taken as a string")
+    run.add_argument("--chains", metavar="A-B",
+                     help="run only the global chains A..B (inclusive) or a single chain A, of "
+                          "0..sampling.chains-1")
+    dask = run.add_mutually_exclusive_group()
+    dask.add_argument("--workers", type=int, metavar="N",
+                      help="run the chains on a local Dask cluster of N workers")
+    dask.add_argument("--scheduler", metavar="ADDR",
+                      help="run the chains on the Dask scheduler at ADDR (e.g. tcp://host:8786)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.set_defaults(func=_cmd_run)
+
+    resume = sub.add_parser(
+        "resume", formatter_class=raw, help="continue an interrupted run",
+        description=_para("Continue the run in STORE from its last checkpoint, then print "
+                          "the summary and write the maps."), epilog=_EXAMPLES)
+    resume.add_argument("store", metavar="STORE", help="the run's zarr store")
+    resume.add_argument("--chains", metavar="A-B",
+                        help="the chain block this process ran (run --chains A-B)")
+    resume.add_argument("--no-progress", action="store_true", help="no progress bar")
+    resume.set_defaults(func=_cmd_resume)
+
+    summ = sub.add_parser(
+        "summary", formatter_class=raw, help="print the posterior summary of a run",
+        description=_para("Print the posterior table (mean, sd, 95% interval, R-hat, bulk "
+                          "ESS, frequentist cross-check) of the committed draws in STORE, "
+                          "and its notes."),
+        epilog=_EXAMPLES)
+    summ.add_argument("store", metavar="STORE", help="the run's zarr store")
+    summ.set_defaults(func=_cmd_summary)
+
+    plot = sub.add_parser(
+        "plot", formatter_class=raw, help="write the maps of a run as PNG",
+        description=_para("Write the posterior mean intensity and the exceedance maps "
+                          "P(RR > c | data) of the committed draws in STORE."),
+        epilog=_EXAMPLES)
+    plot.add_argument("store", metavar="STORE", help="the run's zarr store")
+    plot.add_argument("--out", metavar="DIR",
+                      help="output directory (default: output.maps of the stored config)")
+    plot.set_defaults(func=_cmd_plot)
+
+    init = sub.add_parser(
+        "init", formatter_class=raw, help="write a commented config for the bei demo",
+        description=_para("Write a commented TOML configuration with every key (the bei "
+                          "demo; optional keys commented out with their defaults)."),
+        epilog=_EXAMPLES)
+    init.add_argument("path", metavar="PATH", nargs="?", default=DEFAULT_CONFIG,
+                      help=f"file to write (default {DEFAULT_CONFIG})")
+    init.add_argument("--force", action="store_true", help="overwrite an existing file")
+    init.set_defaults(func=_cmd_init)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``lattice-lgm`` command.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        Arguments (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        0 on success, 2 on a usage or input error (printed as ``error: ...`` on stderr).
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return args.func(args)
+    except LatticeLGMError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # python -m lattice_lgm.cli
+    sys.exit(main())
