@@ -764,6 +764,12 @@ def sample(
         try:
             meta, arrays = st.load_checkpoint(tag=plan.tag)
         except CheckpointError:
+            blocks = sorted({f.name.split("-", 1)[1].rsplit("-", 1)[0] for f in
+                             (Path(path) / ".checkpoint").glob("ckpt-c*.npz")})
+            if plan.tag == "" and blocks:
+                raise InvalidParameterError(
+                    f"{path} was written by chain blocks ({', '.join(blocks)}); resume each "
+                    "block with its chains (chain_ids=..., CLI --chains A-B).") from None
             if st.committed("posterior") or st.committed("warmup"):
                 raise
             meta = None  # killed before the first checkpoint: start over in the same store

@@ -320,3 +320,12 @@ def test_dask_local_cluster_runs_chain_blocks_into_one_store(model, reference, t
                **RUN)
     with pytest.raises(InvalidParameterError, match="store=path"):
         sample(model, dask_workers=2, **RUN)
+
+
+def test_block_runs_resume_per_block(model, tmp_path):
+    """A store written by chain blocks (job arrays) is resumed block by block."""
+    p = tmp_path / "blocks.zarr"
+    sample(model, store=p, chain_ids=[0], **RUN)
+    with pytest.raises(InvalidParameterError, match="chain blocks"):
+        sample(model, store=p, resume=True, **RUN)
+    sample(model, store=p, resume=True, chain_ids=[0], **RUN)  # finished: nothing to do
