@@ -36,7 +36,6 @@ from .store import (
     StoreExistsError,
     VarSpec,
     check_compatible,
-    hash_arrays,
     library_versions,
 )
 
@@ -71,12 +70,10 @@ class _Plan:
     def __init__(self, model: Any, *, draws, tune, chains, random_seed, thin, thin_fields,
                  checkpoint_every, representation, n_latent, discard_tuned_samples,
                  chain_ids, thresholds, config) -> None:
+        from ._runview import view_of
         from .analysis import DEFAULT_THRESHOLDS
 
-        if not hasattr(model, "model") or not hasattr(model, "lattice"):
-            raise InvalidParameterError(
-                f"model={model!r} must be a lattice_lgm model with a lattice (e.g. LGCP); "
-                "GP regression/classification models run through their samplers directly.")
+        self.view = view_of(model)
         self.draws = positive_int("draws", draws, "stored draws per chain, e.g. 1000")
         self.tune = _nonneg_int("tune", tune, "warm-up sweeps per chain, e.g. 1000")
         self.chains = positive_int("chains", chains, "e.g. 4 (R-hat needs several)")
@@ -120,30 +117,19 @@ class _Plan:
 
     # -- data identity ----------------------------------------------------------------------------
     def data_hash(self) -> str:
-        m = self.model
-        arrays = {"counts": getattr(m, "counts", np.zeros(0)),
-                  "exposure": getattr(m, "exposure", np.zeros(0)),
-                  "offset": np.zeros(0) if getattr(m, "offset", None) is None else m.offset}
-        design = getattr(m, "design", None)
-        if design is not None:
-            arrays["covariates"] = np.nan_to_num(design.columns, nan=0.0)
-        return hash_arrays(arrays)
-
-    def priors_text(self) -> dict[str, str]:
-        spec = getattr(self.model, "prior_spec", {})
-        return {k: hp.describe() for k, hp in spec.items()}
+        return self.view.data_hash()
 
     # -- layout -----------------------------------------------------------------------------------
     def field_draws(self, n: int) -> int:
         return 0 if self.thin_fields == 0 else -(-n // self.thin_fields)
 
     def specs(self, sample_record: dict[str, Any]) -> tuple[list[VarSpec], dict]:
-        m, lat = self.model, self.model.lattice
-        dims, shape = tuple(lat.dims), tuple(lat.shape)
+        v = self.view
+        dims, shape = v.dims, v.shape
         ce = self.checkpoint_every
         specs: list[VarSpec] = []
         coords: dict[str, dict[str, np.ndarray]] = {}
-        lat_coords = {k: np.asarray(v) for k, v in lat.coords().items()}
+        lat_coords = dict(v.field_coords)
         for phase in PHASES:
             n = self.lens[phase]
             if n == 0:
@@ -154,10 +140,10 @@ class _Plan:
             coords[stats] = {"chain": chains, "draw": np.arange(n)}
             for name in sample_record["scalars"]:
                 specs.append(VarSpec(post, name, ("chain", "draw"), (self.chains, n), "f8", ce))
-            if m.coef_names:
+            if v.coef_names:
                 specs.append(VarSpec(post, "beta", ("chain", "draw", "covariate"),
-                                     (self.chains, n, len(m.coef_names)), "f8", ce))
-                coords[post]["covariate"] = np.asarray(m.coef_names, dtype=str)
+                                     (self.chains, n, len(v.coef_names)), "f8", ce))
+                coords[post]["covariate"] = np.asarray(v.coef_names, dtype=str)
             if self.thin_fields == 1:
                 specs.append(VarSpec(post, "f", ("chain", "draw", *dims),
                                      (self.chains, n, *shape), "f4", ce,
@@ -172,45 +158,40 @@ class _Plan:
             for name, dt in STATS:
                 specs.append(VarSpec(stats, name, ("chain", "draw"), (self.chains, n), dt, ce))
         # online summaries (over every stored posterior draw) and the data
-        summ = dict(lat_coords, chain=np.arange(self.chains), threshold=self.thresholds)
+        summ = dict(lat_coords, chain=np.arange(self.chains))
         coords["summaries"] = summ
-        for name in ("intensity_mean", "intensity_var", "rr_mean", "rr_var"):
-            specs.append(VarSpec("summaries", name, ("chain", *dims), (self.chains, *shape),
-                                 "f8"))
-        specs.append(VarSpec("summaries", "exceedance_count",
-                             ("chain", "threshold", *dims),
-                             (self.chains, len(self.thresholds), *shape), "i8"))
+        for name in v.summary_names:
+            for stat in ("mean", "var"):
+                specs.append(VarSpec("summaries", f"{name}_{stat}", ("chain", *dims),
+                                     (self.chains, *shape), "f8"))
+        if v.exceed_on is not None:
+            summ["threshold"] = self.thresholds
+            specs.append(VarSpec("summaries", "exceedance_count",
+                                 ("chain", "threshold", *dims),
+                                 (self.chains, len(self.thresholds), *shape), "i8"))
         specs.append(VarSpec("summaries", "n_draws", ("chain",), (self.chains,), "i8"))
-        coords["observed_data"] = dict(lat_coords)
-        specs.append(VarSpec("observed_data", "counts", dims, shape, "i8",
-                             data=np.asarray(m.counts, dtype=np.int64)))
-        cd = {"exposure": np.asarray(m.exposure, dtype=float),
-              "inside": np.asarray(m.inside, dtype=np.int8)}
-        if getattr(m, "offset", None) is not None:
-            cd["offset"] = np.asarray(m.offset, dtype=float)
-        coords["constant_data"] = dict(lat_coords)
-        for k, v in cd.items():
-            specs.append(VarSpec("constant_data", k, dims, shape, str(v.dtype), data=v))
-        if getattr(m, "design", None) is not None:
-            cols = np.asarray(m.design.columns, dtype=float)
-            specs.append(VarSpec("constant_data", "covariates", ("covariate", *dims),
-                                 cols.shape, "f8", data=cols))
-            coords["constant_data"]["covariate"] = np.asarray(m.design.names, dtype=str)
+        extra = v.extra_coords()
+        for group, data in v.data_groups().items():
+            coords[group] = dict(lat_coords)
+            for name, (d, arr) in data.items():
+                coords[group].update({k: c for k, c in extra.items() if k in d})
+                specs.append(VarSpec(group, name, d, arr.shape, str(arr.dtype), data=arr))
         return specs, coords
 
     def attrs(self) -> dict[str, Any]:
-        m = self.model
-        prior = m.model.prior
+        v = self.view
+        prior = v.lgm.prior
         out = {
             "created_by": "lattice_lgm.sample",
+            "model": type(self.model).__name__,
             "config": self.config,
             "run_config": self.run_config,
-            "priors": self.priors_text(),
+            "priors": v.priors_text(),
             "field_prior": prior.describe(),
             "versions": library_versions(),
             "data_sha256": self.data_hash(),
-            "units": getattr(m.lattice, "units", None) or "",
-            "dims": list(m.lattice.dims),
+            "units": v.units,
+            "dims": list(v.dims),
         }
         emb = getattr(prior, "embedding_shape", None)
         if emb is not None:
@@ -315,30 +296,31 @@ class _Progress:
 
 # -- the run -------------------------------------------------------------------------------------
 class _Welford:
-    """Per-chain running mean and M2 (Welford 1962) of intensity and RR, and exceedance counts."""
+    """Per-chain running means and M2 (Welford 1962) of summary values; exceedance counts."""
 
-    NAMES = ("intensity", "rr")
-
-    def __init__(self, n: int, shape: tuple[int, ...], n_thr: int) -> None:
+    def __init__(self, names: tuple[str, ...], exceed_on: str | None, n: int,
+                 shape: tuple[int, ...], n_thr: int) -> None:
+        self.names, self.exceed_on = names, exceed_on
         self.n = np.zeros(n, dtype=np.int64)
-        self.mean = {k: np.zeros((n, *shape)) for k in self.NAMES}
-        self.m2 = {k: np.zeros((n, *shape)) for k in self.NAMES}
-        self.exceed = np.zeros((n, n_thr, *shape), dtype=np.int64)
+        self.mean = {k: np.zeros((n, *shape)) for k in names}
+        self.m2 = {k: np.zeros((n, *shape)) for k in names}
+        self.exceed = np.zeros((n, n_thr if exceed_on else 0, *shape), dtype=np.int64)
 
     def update(self, values: dict[str, np.ndarray], thresholds: np.ndarray) -> None:
         self.n += 1
-        k = self.n.reshape(-1, *([1] * (values["rr"].ndim - 1)))
-        for name in self.NAMES:
+        for name in self.names:
             x = values[name]
+            k = self.n.reshape(-1, *([1] * (x.ndim - 1)))
             d = x - self.mean[name]
             self.mean[name] += d / k
             self.m2[name] += d * (x - self.mean[name])
-        rr = values["rr"]
-        self.exceed += rr[:, None] > thresholds.reshape(1, -1, *([1] * (rr.ndim - 1)))
+        if self.exceed_on is not None:
+            x = values[self.exceed_on]
+            self.exceed += x[:, None] > thresholds.reshape(1, -1, *([1] * (x.ndim - 1)))
 
     def arrays(self) -> dict[str, np.ndarray]:
         out = {"w_n": self.n, "w_exceed": self.exceed}
-        for name in self.NAMES:
+        for name in self.names:
             out[f"w_mean_{name}"] = self.mean[name]
             out[f"w_m2_{name}"] = self.m2[name]
         return out
@@ -346,20 +328,20 @@ class _Welford:
     def load(self, a: Mapping[str, np.ndarray]) -> None:
         self.n = a["w_n"].copy()
         self.exceed = a["w_exceed"].copy()
-        for name in self.NAMES:
+        for name in self.names:
             self.mean[name] = a[f"w_mean_{name}"].copy()
             self.m2[name] = a[f"w_m2_{name}"].copy()
 
     def outputs(self, inside: np.ndarray) -> dict[str, np.ndarray]:
-        k = np.maximum(self.n, 1).reshape(-1, *([1] * inside.ndim))
-        km1 = np.maximum(self.n - 1, 1).reshape(-1, *([1] * inside.ndim))
-        out = {"n_draws": self.n, "exceedance_count": self.exceed}
-        for name, key in (("intensity", "intensity"), ("rr", "rr")):
-            mean = np.where(inside, self.mean[name], np.nan)
+        shp = (-1, *([1] * inside.ndim))
+        km1 = np.maximum(self.n - 1, 1).reshape(shp)
+        out: dict[str, np.ndarray] = {"n_draws": self.n}
+        if self.exceed_on is not None:
+            out["exceedance_count"] = self.exceed
+        for name in self.names:
+            out[f"{name}_mean"] = np.where(inside, self.mean[name], np.nan)
             var = np.where(inside, self.m2[name] / km1, np.nan)
-            if not np.all(self.n > 1):
-                var = np.where((self.n > 1).reshape(k.shape), var, np.nan)
-            out[f"{key}_mean"], out[f"{key}_var"] = mean, var
+            out[f"{name}_var"] = np.where((self.n > 1).reshape(shp), var, np.nan)
         return out
 
 
@@ -369,18 +351,19 @@ class _Runner:
         from .samplers import chain_rngs
 
         self.plan, self.sink = plan, sink
-        self.model = plan.model
+        self.view = plan.view
         self.rngs = chain_rngs(plan.seed, plan.chain_ids)
-        self.sweep = step if step is not None else self.model.sampler(
-            plan.representation, n_latent=plan.n_latent)
+        self.sweep = step if step is not None else self.view.default_sweep(
+            plan.representation, plan.n_latent)
         self.checkpointing = checkpointing
         self.local = slice(plan.chain_ids[0], plan.chain_ids[-1] + 1)
         if plan.chain_ids != list(range(plan.chain_ids[0], plan.chain_ids[-1] + 1)):
             raise InvalidParameterError(
                 f"chain_ids={plan.chain_ids} must be a contiguous range (e.g. 4-7): each "
                 "process writes one block of chains.")
-        lat = self.model.lattice
-        self.welford = _Welford(len(plan.chain_ids), tuple(lat.shape), len(plan.thresholds))
+        v = self.view
+        self.welford = _Welford(v.summary_names, v.exceed_on, len(plan.chain_ids), v.shape,
+                                len(plan.thresholds))
         total = plan.tune + plan.draws * plan.thin
         label = f"chains {plan.chain_ids[0]}-{plan.chain_ids[-1]}"
         self.progress = _Progress(total, progressbar, label)
@@ -388,15 +371,7 @@ class _Runner:
 
     # -- one draw's record -----------------------------------------------------------------------
     def record(self, state: Any, info: Mapping[str, Any]) -> dict[str, Any]:
-        from .analysis import log_intensity, posterior_dataset
-
-        ds = posterior_dataset(self.model, [state])
-        rec: dict[str, Any] = {"scalars": {}, "stats": {}}
-        for name in ds.data_vars:
-            if ds[name].dims == ("chain", "draw") and name != "loglik":
-                rec["scalars"][name] = ds[name].values[:, 0]
-        rec["beta"] = ds["beta"].values[:, 0] if "beta" in ds else None
-        rec["f"] = ds["f"].values[:, 0].astype(np.float32)
+        rec = self.view.record(state)
         acc = sum(np.asarray(v, dtype=np.int64) for k, v in info.items()
                   if k.startswith("accepted/"))
         n = state.n_chains
@@ -404,11 +379,6 @@ class _Runner:
                         "n_loglik": np.asarray(info.get("n_loglik", np.zeros(n)), np.int64),
                         "n_cov": np.asarray(info.get("n_cov", np.zeros(n)), np.int64),
                         "accepted": np.broadcast_to(np.asarray(acc, np.int64), (n,)).copy()}
-        eta = log_intensity(self.model, ds).values[:, 0]
-        rec["lam"] = np.exp(eta)
-        rec["rr"] = np.exp(rec["f"].astype(float) - 0.5 * ds["sd"].values[:, 0].reshape(
-            -1, *([1] * (eta.ndim - 1))) ** 2) if "sd" in ds else np.exp(rec["f"].astype(float))
-        rec["rr"] = np.where(self.model.inside, rec["rr"], np.nan)
         return rec
 
     # -- buffers ---------------------------------------------------------------------------------
@@ -442,7 +412,7 @@ class _Runner:
         sl, ch = slice(start, stop), self.local
         names = self._scalar_names
         sc = {n: self.sink.read(post, n, ch, sl) for n in names}
-        beta = self.sink.read(post, "beta", ch, sl) if self.model.coef_names else None
+        beta = self.sink.read(post, "beta", ch, sl) if self.view.coef_names else None
         st = {n: self.sink.read(stats, n, ch, sl) for n, _ in STATS}
         f = None
         if plan.thin_fields == 1:
@@ -464,7 +434,7 @@ class _Runner:
         return out
 
     def _write_summaries(self) -> None:
-        for name, v in self.welford.outputs(self.model.inside).items():
+        for name, v in self.welford.outputs(self.view.inside).items():
             self._write_summary(name, v)
 
     def _write_summary(self, name: str, v: np.ndarray) -> None:
@@ -510,7 +480,7 @@ class _Runner:
         if wis:
             pyfftw.import_wisdom(wis)
         theta = {k: np.array(arrays[f"theta/{k}"]) for k in meta["theta_names"]}
-        lgm = self.model.model
+        lgm = self.view.lgm
         priors = tuple(lgm.prior_for({k: float(v[c]) for k, v in theta.items()}, lgm.prior)
                        for c in range(len(self.plan.chain_ids)))
         self.welford.load(arrays)
@@ -522,7 +492,7 @@ class _Runner:
     def run(self, state: Any, position: tuple[str, int, int] | None) -> None:
         plan = self.plan
         phase0, i0, sweeps = position or ("warmup", 0, 0)
-        first = self.record(state, {})  # names and shapes (no randomness used)
+        first = self.view.record(state)  # names and shapes (no randomness used)
         self._scalar_names = list(first["scalars"])
         ce = plan.checkpoint_every
         handler = self._install_sigint()
@@ -545,8 +515,7 @@ class _Runner:
                     if stored or phase == "posterior":
                         rec = self.record(state, info)
                     if phase == "posterior":
-                        self.welford.update({"intensity": rec["lam"], "rr": rec["rr"]},
-                                            plan.thresholds)
+                        self.welford.update(rec["summary"], plan.thresholds)
                     if stored:
                         buf.append(rec)
                     self.progress.update(sweeps, phase)
@@ -647,8 +616,11 @@ def sample(
 
     Parameters
     ----------
-    model : LGCP
-        The model (its ``sampler()`` gives the default Gibbs sweep).
+    model : LGCP or LatentGaussianModel
+        The model: an LGCP (its ``sampler()`` gives the default Gibbs sweep), or any latent
+        Gaussian model — GP regression or classification on a ``DensePrior`` among them —
+        run with one hyperparameter move per sweep (if any are sampled) and ``n_latent``
+        elliptical slice updates.
     draws : int
         Stored draws per chain after tuning (each ``thin`` sweeps).
     tune : int
@@ -706,8 +678,9 @@ def sample(
     xarray.DataTree
         Groups ``posterior`` (hyperparameters (chain, draw), ``beta`` (chain, draw, covariate),
         ``f`` (chain, draw, *lattice dims) float32), ``sample_stats`` (``loglik``, ``n_loglik``,
-        ``n_cov``, ``accepted``), ``summaries`` (per-chain online means and variances of
-        intensity and relative risk, exceedance counts, ``n_draws``), ``observed_data``,
+        ``n_cov``, ``accepted``), ``summaries`` (per-chain online means and variances —
+        LGCP: of intensity and relative risk, with exceedance counts; other models: of
+        ``f`` — and ``n_draws``), ``observed_data`` (LGCP: counts; else ``y``),
         ``constant_data``; ``posterior_fields`` / ``warmup_*`` as described above.  Backed by
         the store when ``store`` is given.
 
@@ -742,12 +715,11 @@ def sample(
 
     # a draw of the layout: the state at the start (its record uses no randomness)
     probe_rngs = chain_rngs(plan.seed, plan.chain_ids)
-    state = (model.init_state(probe_rngs) if initvals is None else
-             _init_from(model, initvals, probe_rngs, plan.chain_ids))
+    state = plan.view.init_state(probe_rngs, list(plan.chain_ids), initvals)
     path = None if store is None else Path(store)
     runner_sink: Any
     if path is None:
-        specs, coords = plan.specs(_record_layout(model, state))
+        specs, coords = plan.specs(plan.view.record(state))
         _check_resources(specs, None, max_disk_gb, max_memory_gb)
         sink = _MemorySink(specs, coords, plan.attrs())
         runner = _Runner(plan, sink, step=step, progressbar=progressbar, checkpointing=False)
@@ -781,7 +753,7 @@ def sample(
             state = runner.restore(meta, arrays)
             runner.run(state, (meta["phase"], int(meta["i"]), int(meta["sweeps_done"])))
     else:
-        specs, coords = plan.specs(_record_layout(model, state))
+        specs, coords = plan.specs(plan.view.record(state))
         joining = chain_ids is not None and path.exists()
         if joining:
             st = RunStore(path)
@@ -869,27 +841,12 @@ def _create_only(model: Any, path: Path, kwargs: dict, blocks: list[list[int]]) 
         raise InvalidParameterError(
             "the Dask path needs random_seed (every task must draw from the run's streams).")
     plan = _Plan(model, chain_ids=None, **kw)
-    state = model.init_state(chain_rngs(plan.seed, [0]))
-    specs, coords = plan.specs(_record_layout(model, state))
+    state = plan.view.init_state(chain_rngs(plan.seed, [0]), [0])
+    specs, coords = plan.specs(plan.view.record(state))
     _check_resources(specs, path, kwargs.get("max_disk_gb"), None)
     attrs = plan.attrs()
     attrs["chain_blocks"] = blocks
     RunStore.create(path, specs, coords, attrs)
-
-
-def _record_layout(model: Any, state: Any) -> dict[str, Any]:
-    from .analysis import posterior_dataset
-
-    ds = posterior_dataset(model, [state])
-    return {"scalars": [n for n in ds.data_vars
-                        if ds[n].dims == ("chain", "draw") and n != "loglik"]}
-
-
-def _init_from(model, initvals, rngs, chain_ids):
-    from .samplers import init_state
-
-    return init_state(model.model, rngs, chains=list(chain_ids),
-                      theta=[dict(t) for t in initvals])
 
 
 def resume(store: str | os.PathLike, model: Any = None, *, progressbar: bool = True,

@@ -1,0 +1,181 @@
+"""What :func:`lattice_lgm.runs.sample` needs to know about a model, for every kind of model.
+
+A *view* gives the run its field dims and coordinates, the per-draw record (hyperparameters,
+coefficients, the field on the window and the values the online summaries accumulate), the data
+groups and the hash that identifies the data on resume.  ``LGCPView`` serves
+:class:`~lattice_lgm.LGCP` (intensity and relative-risk summaries, counts and exposure);
+``LatentView`` serves any :class:`~lattice_lgm.models.LatentGaussianModel` — GP regression and
+classification on the dense path among them — with the field's running mean and variance as its
+summaries and the likelihood's data as ``observed_data``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .errors import InvalidParameterError
+from .store import hash_arrays
+
+
+class LGCPView:
+    """An :class:`~lattice_lgm.LGCP` as a run sees it."""
+
+    #: online summaries: running mean/variance of these, exceedance counts of ``exceed_on``
+    summary_names = ("intensity", "rr")
+    exceed_on: str | None = "rr"
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.lgm = model.model
+        lat = model.lattice
+        self.dims, self.shape = tuple(lat.dims), tuple(lat.shape)
+        self.field_coords = {k: np.asarray(v) for k, v in lat.coords().items()}
+        self.coef_names = list(model.coef_names)
+        self.inside = np.asarray(model.inside, dtype=bool)
+        self.units = getattr(lat, "units", None) or ""
+
+    def init_state(self, rngs, chains, initvals=None):
+        """Overdispersed starts (or ``initvals``) and an exact prior draw of the field."""
+        from .samplers import init_state
+
+        if initvals is None:
+            return self.model.init_state(rngs, chains=chains)
+        return init_state(self.lgm, rngs, chains=chains, theta=[dict(t) for t in initvals])
+
+    def default_sweep(self, representation: str, n_latent: int):
+        """The model's Gibbs sweep."""
+        return self.model.sampler(representation, n_latent=n_latent)
+
+    def record(self, state) -> dict[str, Any]:
+        """Hyperparameters, coefficients, the window field and the summary values of a state."""
+        from .analysis import log_intensity, posterior_dataset
+
+        ds = posterior_dataset(self.model, [state])
+        rec: dict[str, Any] = {"scalars": {n: ds[n].values[:, 0] for n in ds.data_vars
+                                           if ds[n].dims == ("chain", "draw") and n != "loglik"}}
+        rec["beta"] = ds["beta"].values[:, 0] if "beta" in ds else None
+        f = ds["f"].values[:, 0]
+        rec["f"] = f.astype(np.float32)
+        lam = np.exp(log_intensity(self.model, ds).values[:, 0])
+        sd = ds["sd"].values[:, 0].reshape(-1, *([1] * len(self.shape))) if "sd" in ds else 0.0
+        rr = np.where(self.inside, np.exp(f - 0.5 * sd**2), np.nan)
+        rec["summary"] = {"intensity": lam, "rr": rr}
+        return rec
+
+    def data_groups(self) -> dict[str, dict[str, tuple[tuple[str, ...], np.ndarray]]]:
+        """``observed_data`` and ``constant_data``: name -> (dims, array)."""
+        m = self.model
+        const = {"exposure": (self.dims, np.asarray(m.exposure, dtype=float)),
+                 "inside": (self.dims, np.asarray(m.inside, dtype=np.int8))}
+        if getattr(m, "offset", None) is not None:
+            const["offset"] = (self.dims, np.asarray(m.offset, dtype=float))
+        if getattr(m, "design", None) is not None:
+            const["covariates"] = (("covariate", *self.dims),
+                                   np.asarray(m.design.columns, dtype=float))
+        return {"observed_data": {"counts": (self.dims, np.asarray(m.counts, dtype=np.int64))},
+                "constant_data": const}
+
+    def extra_coords(self) -> dict[str, np.ndarray]:
+        """Coordinates of non-field dims of the data groups (``covariate``)."""
+        design = getattr(self.model, "design", None)
+        return {} if design is None else {"covariate": np.asarray(design.names, dtype=str)}
+
+    def data_hash(self) -> str:
+        """SHA-256 of the data (counts, exposure, offset, covariates)."""
+        m = self.model
+        arrays = {"counts": m.counts, "exposure": m.exposure,
+                  "offset": np.zeros(0) if getattr(m, "offset", None) is None else m.offset}
+        if getattr(m, "design", None) is not None:
+            arrays["covariates"] = np.nan_to_num(m.design.columns, nan=0.0)
+        return hash_arrays(arrays)
+
+    def priors_text(self) -> dict[str, str]:
+        """The priors as stated (``describe()``), by name."""
+        return {k: hp.describe() for k, hp in self.model.prior_spec.items()}
+
+
+class LatentView:
+    """A :class:`~lattice_lgm.models.LatentGaussianModel` (GP regression, classification, …)."""
+
+    summary_names = ("f",)
+    exceed_on: str | None = None
+
+    def __init__(self, lgm: Any) -> None:
+        self.model = self.lgm = lgm
+        lat = getattr(lgm.prior, "lattice", None)
+        shape = tuple(lgm.likelihood.shape)
+        if lat is not None and tuple(lat.shape) == shape:
+            self.dims = tuple(lat.dims)
+            self.field_coords = {k: np.asarray(v) for k, v in lat.coords().items()}
+            self.units = getattr(lat, "units", None) or ""
+        else:  # inputs that are not a lattice (dense GP regression/classification)
+            self.dims = ("obs",) if len(shape) == 1 else tuple(f"dim_{i}" for i in
+                                                               range(len(shape)))
+            self.field_coords = {d: np.arange(n) for d, n in zip(self.dims, shape, strict=True)}
+            self.units = ""
+        self.shape = shape
+        self.coef_names = [f"x{i}" for i in range(lgm.n_beta)]
+        mask = np.zeros(int(np.prod(shape)), dtype=bool)
+        mask[lgm.likelihood.obs_index] = True
+        self.inside = np.ones(shape, dtype=bool)
+        self._observed = mask.reshape(shape)
+        self._window = lgm.prior.window_index()
+
+    def init_state(self, rngs, chains, initvals=None):
+        """An exact prior draw at the model's initial hyperparameters (or ``initvals``)."""
+        from .samplers import init_state
+
+        theta = None if initvals is None else [dict(t) for t in initvals]
+        return init_state(self.lgm, rngs, chains=chains, theta=theta)
+
+    def default_sweep(self, representation: str, n_latent: int):
+        """Hyperparameter moves (if any are sampled), then ``n_latent`` ESS updates."""
+        from .samplers import EllipticalSlice, Gibbs, HyperMove
+
+        hyper = HyperMove(self.lgm, representation) if self.lgm.hyper_names else None
+        return Gibbs(hyper, EllipticalSlice(self.lgm), n_latent=n_latent)
+
+    def record(self, state) -> dict[str, Any]:
+        """Hyperparameters, coefficients and the field on the likelihood's grid."""
+        n = state.n_chains
+        f = state.f.reshape(n, -1)[:, self._window].reshape(n, *self.shape)
+        return {"scalars": {k: np.asarray(v, dtype=float) for k, v in state.theta.items()},
+                "beta": np.asarray(state.beta, dtype=float) if self.coef_names else None,
+                "f": f.astype(np.float32), "summary": {"f": f}}
+
+    def data_groups(self) -> dict[str, dict[str, tuple[tuple[str, ...], np.ndarray]]]:
+        """``observed_data`` (y, NaN where unobserved) and ``constant_data`` (the mask)."""
+        lik = self.lgm.likelihood
+        y = np.full(int(np.prod(self.shape)), np.nan)
+        y[lik.obs_index] = lik.y_obs
+        return {"observed_data": {"y": (self.dims, y.reshape(self.shape))},
+                "constant_data": {"observed": (self.dims, self._observed.astype(np.int8))}}
+
+    def extra_coords(self) -> dict[str, np.ndarray]:
+        """No non-field dims."""
+        return {}
+
+    def data_hash(self) -> str:
+        """SHA-256 of the likelihood's data, offsets and in-block covariates."""
+        lik = self.lgm.likelihood
+        return hash_arrays({"y": lik.y_obs, "aux": lik.aux_obs, "index": lik.obs_index,
+                            "offset": self.lgm.offset_obs, "x": self.lgm.covariates_obs})
+
+    def priors_text(self) -> dict[str, str]:
+        """The hyperpriors as stated, by name."""
+        return {k: hp.describe() for k, hp in self.lgm.hyperpriors.items()}
+
+
+def view_of(model: Any) -> LGCPView | LatentView:
+    """The run's view of ``model`` (an LGCP or a LatentGaussianModel)."""
+    from .models import LGCP, LatentGaussianModel
+
+    if isinstance(model, LGCP):
+        return LGCPView(model)
+    if isinstance(model, LatentGaussianModel):
+        return LatentView(model)
+    raise InvalidParameterError(
+        f"model={type(model).__name__} is not a lattice_lgm model; pass an LGCP or a "
+        "LatentGaussianModel (GP regression and classification build one on a DensePrior).")
