@@ -280,11 +280,11 @@ def test_a_missing_config_file_exits_2(tmp_path, capsys):
 
 
 # -- maps ---------------------------------------------------------------------------------------
-def test_maps_values_and_units(project, tmp_path, monkeypatch):
-    """The intensity map is per ha for metres (×1e4 of per m²); exceedance = mean(RR > c)."""
+def _spy_maps(monkeypatch) -> dict:
+    """Record every map ``plot_map`` draws, by title (and still draw it)."""
     import lattice_lgm.plotting as plotting
 
-    drawn = {}
+    drawn: dict = {}
     real = plotting.plot_map
 
     def spy(da, model, **kw):
@@ -292,6 +292,12 @@ def test_maps_values_and_units(project, tmp_path, monkeypatch):
         return real(da, model, **kw)
 
     monkeypatch.setattr(plotting, "plot_map", spy)
+    return drawn
+
+
+def test_maps_values_and_units(project, tmp_path, monkeypatch):
+    """The intensity map is per ha for metres (×1e4 of per m²); exceedance = mean(RR > c)."""
+    drawn = _spy_maps(monkeypatch)
     files = cli.write_maps(project.model, project.post, tmp_path / "m", (1.5, 2.0),
                            file=io.StringIO())
     assert [f.name for f in files] == ["intensity_mean.png", "exceedance_rr_gt_1.5.png",
@@ -319,16 +325,7 @@ def test_intensity_per_ha_only_for_metres():
 
 def test_maps_from_online_summaries_when_no_fields_were_kept(project, tmp_path, monkeypatch):
     """thin_fields = 0: pooled per-chain means Σ n_c m_c / Σ n_c and counts Σ k_c / Σ n_c."""
-    import lattice_lgm.plotting as plotting
-
-    drawn = {}
-    real = plotting.plot_map
-
-    def spy(da, model, **kw):
-        drawn[kw["title"]] = da
-        return real(da, model, **kw)
-
-    monkeypatch.setattr(plotting, "plot_map", spy)
+    drawn = _spy_maps(monkeypatch)
     shape = project.model.lattice.shape
     means = np.stack([np.full(shape, 1e-3), np.full(shape, 4e-3)])  # points per m², 2 chains
     counts = np.zeros((2, 1, *shape))
@@ -428,16 +425,7 @@ def test_main_is_the_module_entry_point():
 
 def test_summaries_are_preferred_when_they_counted_the_thresholds(project, tmp_path,
                                                                   monkeypatch):
-    import lattice_lgm.plotting as plotting
-
-    drawn = {}
-    real = plotting.plot_map
-
-    def spy(da, model, **kw):
-        drawn[kw["title"]] = da
-        return real(da, model, **kw)
-
-    monkeypatch.setattr(plotting, "plot_map", spy)
+    drawn = _spy_maps(monkeypatch)
     shape = project.model.lattice.shape
     summ = xr.Dataset({
         "intensity_mean": (("chain", "y", "x"), np.full((2, *shape), 2e-3)),
