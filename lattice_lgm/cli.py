@@ -488,7 +488,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        0 on success, 2 on a usage or input error (printed as ``error: ...`` on stderr).
+        0 on success, 2 on a usage or input error (printed as ``error: ...`` on stderr), 130
+        after Ctrl-C (the run stopped after writing a checkpoint; ``resume`` continues it).
     """
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -500,6 +501,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LatticeLGMError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        where = getattr(args, "store", None) or "the run's store"
+        print(f"interrupted: continue with `lattice-lgm resume {where}`", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # python -m lattice_lgm.cli

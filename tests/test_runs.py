@@ -259,17 +259,23 @@ sample(build_model(), store=sys.argv[1], resume=sys.argv[3] == "resume", **run)
 """
 
 
-@pytest.mark.slow
-def test_sigkill_at_random_moments_then_resume_is_byte_identical(model, tmp_path):
-    """A subprocess killed with SIGKILL at random moments while it samples (after its first
-    checkpoint exists), resumed each time with another thread count, ends with the same bytes
-    as an uninterrupted run; every kill is checked to have interrupted a running sampler."""
+def _subprocess_run(model, tmp_path):
+    """A longer run, its uninterrupted reference store, and a script running it in a child."""
     kill_run = {**RUN, "draws": 40, "checkpoint_every": 4}
     ref = tmp_path / "ref.zarr"
     sample(model, store=ref, **kill_run)
     script = tmp_path / "run.py"
     script.write_text("import json\n" + textwrap.dedent(KILL_SCRIPT).format(
         root=str(ROOT), model_src=MODEL_SRC))
+    return kill_run, ref, script
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_moments_then_resume_is_byte_identical(model, tmp_path):
+    """A subprocess killed with SIGKILL at random moments while it samples (after its first
+    checkpoint exists), resumed each time with another thread count, ends with the same bytes
+    as an uninterrupted run; every kill is checked to have interrupted a running sampler."""
+    kill_run, ref, script = _subprocess_run(model, tmp_path)
     p = tmp_path / "k.zarr"
     rng = np.random.default_rng(2026)
     run = json.dumps(kill_run)
@@ -377,3 +383,41 @@ def test_gp_regression_and_classification_go_through_sample(tmp_path):
     # classification (Bernoulli, the dense path) runs through it too
     c = sample(cls, **run)
     assert c["posterior"]["f"].shape == (2, 4, 30)
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_after_a_checkpoint_and_a_reader_sees_committed_draws(model, tmp_path):
+    """While a subprocess samples, another process (this one) opening the store sees only
+    committed draws (no NaN placeholders) and can summarise them; SIGINT then stops the run
+    cleanly after a checkpoint, and resume ends with the uninterrupted run's bytes."""
+    from lattice_lgm import analysis
+
+    kill_run, ref, script = _subprocess_run(model, tmp_path)
+    p = tmp_path / "i.zarr"
+    proc = subprocess.Popen([sys.executable, str(script), str(p), json.dumps(kill_run), "new"])
+    t0 = time.monotonic()
+    seen = 0
+    while proc.poll() is None and time.monotonic() - t0 < 180:
+        if p.exists() and (p / "zarr.json").exists():
+            try:
+                tree = open_store(p)
+            except Exception:  # the metadata is being created: try again
+                time.sleep(0.05)
+                continue
+            n = tree["posterior"].sizes["draw"]
+            if n > 0:
+                post = tree["posterior"].to_dataset()
+                assert not np.isnan(post["sd"].values).any()
+                assert not np.isnan(post["f"].values).any()
+                assert n % kill_run["checkpoint_every"] == 0
+                table = analysis.summary(model, post)  # summary on a running store
+                assert "sd" in table.index
+                seen = n
+                break
+        time.sleep(0.05)
+    assert seen > 0, "never saw committed draws while the run went"
+    proc.send_signal(signal.SIGINT)
+    rc = proc.wait(timeout=120)
+    assert rc != 0, "the run finished before the interrupt; the test did not test Ctrl-C"
+    sample(model, store=p, resume=True, **kill_run)
+    _assert_same_store(ref, p)
