@@ -6,7 +6,7 @@ groups and the hash that identifies the data on resume.  ``LGCPView`` serves
 :class:`~lattice_lgm.LGCP` (intensity and relative-risk summaries, counts and exposure);
 ``LatentView`` serves any :class:`~lattice_lgm.models.LatentGaussianModel` — GP regression and
 classification on the dense path among them — with the field's running mean and variance as its
-summaries and the likelihood's data as ``observed_data``.
+summaries and the likelihood's data as ``observed_data["data"]``.
 """
 
 from __future__ import annotations
@@ -146,11 +146,15 @@ class LatentView:
                 "f": f.astype(np.float32), "summary": {"f": f}}
 
     def data_groups(self) -> dict[str, dict[str, tuple[tuple[str, ...], np.ndarray]]]:
-        """``observed_data`` (y, NaN where unobserved) and ``constant_data`` (the mask)."""
+        """``observed_data["data"]`` (NaN where unobserved), ``constant_data["observed"]``.
+
+        Named ``data``, not ``y``: a lattice prior's dims are often ``("y", "x")``, and a
+        variable may not share its name with a dimension coordinate.
+        """
         lik = self.lgm.likelihood
         y = np.full(int(np.prod(self.shape)), np.nan)
         y[lik.obs_index] = lik.y_obs
-        return {"observed_data": {"y": (self.dims, y.reshape(self.shape))},
+        return {"observed_data": {"data": (self.dims, y.reshape(self.shape))},
                 "constant_data": {"observed": (self.dims, self._observed.astype(np.int8))}}
 
     def extra_coords(self) -> dict[str, np.ndarray]:

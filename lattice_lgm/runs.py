@@ -680,7 +680,7 @@ def sample(
         ``f`` (chain, draw, *lattice dims) float32), ``sample_stats`` (``loglik``, ``n_loglik``,
         ``n_cov``, ``accepted``), ``summaries`` (per-chain online means and variances —
         LGCP: of intensity and relative risk, with exceedance counts; other models: of
-        ``f`` — and ``n_draws``), ``observed_data`` (LGCP: counts; else ``y``),
+        ``f`` — and ``n_draws``), ``observed_data`` (LGCP: counts; else ``data``),
         ``constant_data``; ``posterior_fields`` / ``warmup_*`` as described above.  Backed by
         the store when ``store`` is given.
 

@@ -367,7 +367,7 @@ def test_gp_regression_and_classification_go_through_sample(tmp_path):
     assert post["f"].dims == ("chain", "draw", "obs") and post["f"].shape == (2, 4, 30)
     assert set(post.data_vars) == {"sd", "range", "mean", "f"}
     assert tree.attrs["model"] == "LatentGaussianModel"
-    np.testing.assert_array_equal(tree["observed_data"]["y"].values, reg.likelihood.y_obs)
+    np.testing.assert_array_equal(tree["observed_data"]["data"].values, reg.likelihood.y_obs)
     assert "f_mean" in tree["summaries"] and "exceedance_count" not in tree["summaries"]
     # the run is exactly the sampler: the same sweeps by hand give the same draws
     rngs = chain_rngs(9, 2)
@@ -383,6 +383,20 @@ def test_gp_regression_and_classification_go_through_sample(tmp_path):
     # classification (Bernoulli, the dense path) runs through it too
     c = sample(cls, **run)
     assert c["posterior"]["f"].shape == (2, 4, 30)
+    # a latent model on a lattice with dims (y, x) stores into a zarr store too
+    from lattice_lgm import Lattice
+    from lattice_lgm.covariance import Matern
+    from lattice_lgm.likelihoods import Poisson
+    from lattice_lgm.models import LatentGaussianModel
+    from lattice_lgm.priors import CirculantPrior
+
+    lat = Lattice((6, 5))
+    grid = LatentGaussianModel(CirculantPrior(lat, Matern(1.5, range=2.0)),
+                               Poisson(np.arange(30).reshape(6, 5) % 3))
+    g = sample(grid, store=tmp_path / "grid.zarr", **run)
+    assert g["posterior"]["f"].dims == ("chain", "draw", "y", "x")
+    np.testing.assert_array_equal(g["observed_data"]["data"].values,
+                                  np.arange(30).reshape(6, 5) % 3)
 
 
 @pytest.mark.slow

@@ -50,11 +50,13 @@ class LatentGaussianModel:
     likelihood : Likelihood
         Data on the window (``likelihood.shape == prior.shape``).
     hyperpriors : mapping of str to Hyperprior, optional
-        What is sampled: ``"sd"``, ``"range"`` (isotropic) or ``"range_<dim>"`` per lattice axis,
-        and ``"mean"``.  Parameters not named stay at the prior's values (and ``mean``).  A
-        range hyperprior on a :class:`~lattice_lgm.priors.CirculantPrior` needs a finite upper
-        bound no larger than the torus' ``sized_for_range`` (DESIGN §4: the embedding is sized
-        for the range prior's upper bound).
+        What is sampled: ``"sd"``, ``"range"`` (isotropic) or ``"range_<dim>"`` per lattice axis
+        (``"range_0"`` … ``"range_<d-1>"`` per input column of a prior on ``d ≥ 2``-dimensional
+        points that are not a lattice, e.g. ``DensePrior(x, kernel)``), and ``"mean"``.
+        Parameters not named stay at the prior's values (and ``mean``).  A range hyperprior
+        on a :class:`~lattice_lgm.priors.CirculantPrior` needs a finite upper bound no larger
+        than the torus' ``sized_for_range`` (DESIGN §4: the embedding is sized for the range
+        prior's upper bound).
     mean : float
         Initial (or fixed) mean offset of ``η``.
     offset : ndarray, shape likelihood.shape, optional
@@ -151,8 +153,13 @@ class LatentGaussianModel:
             # a separable space-time kernel: its own range_t, one isotropic spatial range
             return ()
         lat = getattr(prior, "lattice", None)
-        dims = tuple(lat.dims) if lat is not None else ()
-        return tuple(f"range_{d}" for d in dims)
+        if lat is not None:
+            return tuple(f"range_{d}" for d in lat.dims)
+        # inputs that are not a lattice (a DensePrior on points, e.g. the ARD kernels of Murray &
+        # Adams 2010, eq. 2): one range per input column, named by the column index
+        x = getattr(prior, "x", None)
+        ndim = np.shape(x)[1] if x is not None and np.ndim(x) == 2 else 0
+        return tuple(f"range_{i}" for i in range(ndim)) if ndim > 1 else ()
 
     def _hyper_coefficients(self, covariates, init, likelihood) -> tuple[dict, dict]:
         cov: dict[str, np.ndarray] = {}

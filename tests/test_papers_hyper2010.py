@@ -1,0 +1,169 @@
+"""The Murray & Adams (2010) reproduction: its data, its complete-data likelihood, per-axis ranges
+on points (LatentGaussianModel), and its quick run."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from lattice_lgm.covariance import SquaredExponential
+from lattice_lgm.errors import InvalidParameterError
+from lattice_lgm.hyperpriors import LogUniform
+from lattice_lgm.likelihoods import Gaussian, Poisson
+from lattice_lgm.models import LatentGaussianModel
+from lattice_lgm.priors import DensePrior
+
+ROOT = Path(__file__).resolve().parents[1]
+PAPERS = ROOT / "benchmarks" / "papers"
+
+
+def _load():
+    if str(PAPERS) not in sys.path:
+        sys.path.insert(0, str(PAPERS))  # the script imports its sister ess2010
+    spec = importlib.util.spec_from_file_location("hyper2010", PAPERS / "hyper2010.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["hyper2010"] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+H = _load()
+
+
+# -- data ------------------------------------------------------------------------------------------
+def test_mining_112_bins_of_365_days_with_191_events():
+    counts, centres = H.mining_counts()
+    assert counts.shape == (112,) and counts.sum() == 191
+    # day 0 is the first event (1851-03-15), in bin 0; the last, day 40549, in bin 40549 // 365
+    assert 40549 // 365 == 111 and counts[0] >= 1 and counts[-1] >= 1
+    np.testing.assert_allclose(centres[:2], [182.5, 547.5])
+
+
+def test_redwoods_25_by_25_counts_sum_to_195():
+    import pandas as pd
+
+    counts, _, area = H.redwood_counts()
+    assert counts.shape == (25, 25) and counts.sum() == 195
+    assert area == pytest.approx(1 / 625)
+    # the data README: at most 4 per cell and 492 of the 625 cells empty
+    assert counts.max() == 4 and int((counts == 0).sum()) == 492
+    # orientation (DESIGN §9): counts[i, j] is y-cell i, x-cell j; recount one point by hand
+    pts = pd.read_csv(ROOT / "data" / "redwoodfull.csv")
+    i, j = (pts["y"] * 25).astype(int), (pts["x"] * 25).astype(int)
+    by_hand = np.zeros((25, 25))
+    np.add.at(by_hand, (i.to_numpy(), j.to_numpy()), 1)
+    np.testing.assert_array_equal(counts, by_hand)
+
+
+def test_regression_shapes_and_lengthscale_law():
+    x, y, ell = H.regression_data()
+    assert x.shape == (200, 10) and y.shape == (200,) and ell.shape == (10,)
+    assert np.all((x >= 0) & (x < 1))
+    assert np.all((ell > 0) & (ell <= math.sqrt(10)))
+    prob = H.build_problem("synthetic")
+    assert prob.model.hyper_names == ("sd", *(f"range_{i}" for i in range(10)))
+
+
+def test_ionosphere_problem_has_200_cases_and_34_lengthscales():
+    prob = H.build_problem("ionosphere")
+    assert prob.model.likelihood.n_obs == 200
+    assert sum(n.startswith("range_") for n in prob.model.hyper_names) == 34
+
+
+# -- per-axis ranges on points (the latent.py change) ----------------------------------------------
+def test_per_axis_ranges_on_points_build_the_ard_kernel():
+    x = np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 2.0, 1.0]])
+    prior = DensePrior(x, SquaredExponential(sd=1.0, range=2.0))
+    hp = {f"range_{i}": LogUniform(0.1, 10.0) for i in range(3)}
+    m = LatentGaussianModel(prior, Gaussian(np.zeros(3), noise_sd=1.0), hyperpriors=hp)
+    assert m.hyper_names == ("range_0", "range_1", "range_2")
+    th = dict(m.initial_theta(), range_0=2.0, range_1=4.0, range_2=1.0)
+    k = m.prior_for(th, m.prior).cov
+    # eq. 2 by hand with ℓ = range / 2 = (1, 2, 0.5): k(x0, x2) = exp(−½ (4/4 + 1/0.25)) = e^−2.5
+    assert k[0, 1] == pytest.approx(math.exp(-0.5))
+    assert k[0, 2] == pytest.approx(math.exp(-2.5))
+    # an isotropic range is still allowed on the same prior, but not both at once
+    LatentGaussianModel(prior, Gaussian(np.zeros(3), noise_sd=1.0),
+                        hyperpriors={"range": LogUniform(0.1, 10.0)})
+    with pytest.raises(InvalidParameterError, match="not both"):
+        LatentGaussianModel(prior, Gaussian(np.zeros(3), noise_sd=1.0),
+                            hyperpriors={"range": LogUniform(0.1, 10.0), **hp})
+    # one-dimensional inputs keep the single isotropic name
+    p1 = DensePrior(x[:, :1], SquaredExponential(sd=1.0, range=2.0))
+    with pytest.raises(InvalidParameterError, match="unknown parameter 'range_0'"):
+        LatentGaussianModel(p1, Gaussian(np.zeros(3), noise_sd=1.0),
+                            hyperpriors={"range_0": LogUniform(0.1, 10.0)})
+
+
+# -- the complete-data log-likelihood -------------------------------------------------------------
+def test_complete_data_loglik_matches_a_dense_computation():
+    from lattice_lgm.samplers import chain_rngs, init_state
+
+    x = np.array([[0.0, 0.1], [0.5, 0.2], [0.9, 0.8], [0.3, 0.7]])
+    counts = np.array([0.0, 2.0, 1.0, 3.0])
+    prior = DensePrior(x, SquaredExponential(sd=1.3, range=(0.8, 1.5)), jitter=1e-8)
+    m = LatentGaussianModel(prior, Poisson(counts, exposure=0.5), mean=0.4)
+    state = init_state(m, chain_rngs(3, 2))
+    got = H.complete_data_loglik(state)
+    for c in range(2):
+        f = state.f[c]
+        # independent: eq. 2 with ℓ = range/2 written out, jitter added, scipy densities
+        ell = np.array([0.4, 0.75])
+        d2 = (((x[:, None, :] - x[None, :, :]) / ell) ** 2).sum(-1)
+        k = 1.3**2 * np.exp(-0.5 * d2) + 1e-8 * np.eye(4)
+        lam = 0.5 * np.exp(0.4 + f)
+        want = (stats.poisson.logpmf(counts, lam).sum()
+                + stats.multivariate_normal(np.zeros(4), k).logpdf(f))
+        assert got[c] == pytest.approx(want, rel=1e-9, abs=1e-9)
+
+
+# -- end to end ------------------------------------------------------------------------------------
+def _check_outputs(out: Path, datasets: list[str]) -> dict:
+    res = json.loads((out / "hyper2010.json").read_text())
+    assert res["mode"] == "quick" and list(res["datasets"]) == datasets
+    for name in datasets:
+        d = res["datasets"][name]
+        assert d["methods"] == ["prior-white", "surr-site"]
+        for m in d["methods"]:
+            assert len(d["runs"][m]["chains"]) == 2
+            for c in d["runs"][m]["chains"]:
+                for k in ("ess", "per_loglik", "per_cov", "per_second"):
+                    assert math.isfinite(c[k]) and c[k] > 0, (name, m, k, c[k])
+        for k in H.METRICS:
+            assert d["summary"]["normaliser"][k] > 0
+            assert d["summary"]["normalised"]["surr-site"][k]["mean"] == pytest.approx(1.0)
+    md = (out / "hyper2010.md").read_text()
+    for k in H.METRICS:
+        assert f"Effective samples {H.METRIC_LABEL[k]}" in md
+    assert "surr-site (paper)" in md
+    for name in datasets:  # the paper's surr-site normalisers stand beside ours
+        assert f"{H.PAPER['surr_site_normalisers']['per_loglik'][name]:.1e}" in md
+    png = (out / "hyper2010.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    return res
+
+
+def test_quick_mining_end_to_end_and_resume(tmp_path):
+    # one data set of --quick keeps the default tier fast (one likelihood to compile); the whole
+    # --quick is the slow test below
+    out = tmp_path / "q"
+    assert H.main(["--quick", "--datasets", "mining", "--out", str(out)]) == 0
+    res = _check_outputs(out, ["mining"])
+    # a second start skips the finished runs (their result.json) and reports the same numbers
+    first = res["datasets"]["mining"]["runs"]["surr-site"]["chains"]
+    assert H.main(["--quick", "--datasets", "mining", "--out", str(out)]) == 0
+    again = json.loads((out / "hyper2010.json").read_text())
+    assert again["datasets"]["mining"]["runs"]["surr-site"]["chains"] == first
+
+
+@pytest.mark.slow
+def test_quick_all_four_end_to_end(tmp_path):
+    assert H.main(["--quick", "--out", str(tmp_path)]) == 0
+    _check_outputs(tmp_path, list(H.DATASETS))
