@@ -102,6 +102,7 @@ for p in (str(ROOT), str(HERE)):
 
 from ess2010 import (  # noqa: E402
     _machine,
+    _mean_sd,
     _seed,
     coal_counts,
     ess_bulk,
@@ -522,11 +523,11 @@ def run_one(prob: Problem, method: str, *, n_chains: int, n_iter: int, n_burn: i
 
 # -- summaries -------------------------------------------------------------------------------------
 def _mean_se(v: Sequence[float | None]) -> dict[str, float | int | None]:
-    a = np.array([x for x in v if x is not None], dtype=float)
-    if len(a) == 0:
-        return {"mean": None, "se": None, "n": 0}
-    se = float(a.std(ddof=1) / math.sqrt(len(a))) if len(a) > 1 else 0.0
-    return {"mean": float(a.mean()), "se": se, "n": len(a)}
+    """Mean and its standard error over chains (``_mean_sd`` of ess2010, sd / √n)."""
+    m = _mean_sd(v)
+    sd, n = m.pop("sd"), m["n"]
+    m["se"] = None if sd is None else sd / math.sqrt(n)
+    return m
 
 
 def summarise(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
