@@ -346,13 +346,12 @@ class _Welford:
 
 
 class _Runner:
-    def __init__(self, plan: _Plan, sink: Any, *, step: Any, progressbar: bool,
+    def __init__(self, plan: _Plan, sink: Any, rngs: list, *, step: Any, progressbar: bool,
                  checkpointing: bool) -> None:
-        from .samplers import chain_rngs
-
-        self.plan, self.sink = plan, sink
+        # the chains' streams: the ones that drew the starting state (a resume then sets their
+        # bit-generator states from the checkpoint)
+        self.plan, self.sink, self.rngs = plan, sink, rngs
         self.view = plan.view
-        self.rngs = chain_rngs(plan.seed, plan.chain_ids)
         self.sweep = step if step is not None else self.view.default_sweep(
             plan.representation, plan.n_latent)
         self.checkpointing = checkpointing
@@ -722,8 +721,8 @@ def sample(
         specs, coords = plan.specs(plan.view.record(state))
         _check_resources(specs, None, max_disk_gb, max_memory_gb)
         sink = _MemorySink(specs, coords, plan.attrs())
-        runner = _Runner(plan, sink, step=step, progressbar=progressbar, checkpointing=False)
-        runner.rngs = probe_rngs
+        runner = _Runner(plan, sink, probe_rngs, step=step, progressbar=progressbar,
+                         checkpointing=False)
         runner.run(state, None)
         return sink.tree()
     attrs = plan.attrs()
@@ -731,7 +730,7 @@ def sample(
         st = RunStore(path)
         check_compatible(st.attrs, attrs)
         runner_sink = _StoreSink(st)
-        runner = _Runner(plan, runner_sink, step=step, progressbar=progressbar,
+        runner = _Runner(plan, runner_sink, probe_rngs, step=step, progressbar=progressbar,
                          checkpointing=True)
         try:
             meta, arrays = st.load_checkpoint(tag=plan.tag)
@@ -746,7 +745,6 @@ def sample(
                 raise
             meta = None  # killed before the first checkpoint: start over in the same store
         if meta is None:
-            runner.rngs = probe_rngs
             runner.run(state, None)
         else:
             check_compatible(meta, attrs)
@@ -766,9 +764,8 @@ def sample(
         else:
             _check_resources(specs, path, max_disk_gb, max_memory_gb)
             st = RunStore.create(path, specs, coords, attrs)
-        runner = _Runner(plan, _StoreSink(st), step=step, progressbar=progressbar,
+        runner = _Runner(plan, _StoreSink(st), probe_rngs, step=step, progressbar=progressbar,
                          checkpointing=True)
-        runner.rngs = probe_rngs
         runner.run(state, None)
     from .store import open_store
 
