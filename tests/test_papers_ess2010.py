@@ -147,6 +147,7 @@ def test_quick_run_writes_json_and_markdown(tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     res = json.loads((tmp_path / "ess2010.json").read_text())
     md = (tmp_path / "ess2010.md").read_text()
+    assert (tmp_path / "ess2010.png").stat().st_size > 10_000  # the Figure-6-style panels
     assert {"paper", "mode", "machine", "settings", "datasets", "seconds_total"} <= set(res)
     assert res["mode"] == "quick"
     assert set(res["datasets"]) == {"regression_d1", "regression_d10", "coal", "ionosphere"}

@@ -92,14 +92,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 for p in (str(ROOT), str(HERE)):
     if p not in sys.path:  # run as a script from a checkout; ess2010 is the sister script
         sys.path.insert(0, p)
 
+import _one_blas_thread  # noqa: E402, F401  (before numpy: see its docstring)
+import numpy as np  # noqa: E402
 from ess2010 import (  # noqa: E402
     _machine,
     _mean_sd,
@@ -401,8 +401,8 @@ def complete_data_loglik(state: Any) -> np.ndarray:
 class TracedSweep:
     """A Gibbs sweep that records its complete-data terms and wall time after every sweep.
 
-    The log-likelihood, ``log N(f; 0, K_θ)`` and the sweep's seconds go into a memory-mapped
-    array indexed by sweep.
+    The log-likelihood, ``log N(f; 0, K_θ)`` (or 0 without ``prior_term``) and the sweep's
+    seconds go into a memory-mapped array indexed by sweep.
 
     Parameters
     ----------
@@ -413,10 +413,15 @@ class TracedSweep:
         ``seconds``.
     start : int
         Index of the next sweep (the checkpoint's ``sweeps_done`` on resume).
+    prior_term : bool
+        Compute ``log N(f; 0, K_θ)`` (an ``O(n²)`` solve on a dense prior; on a circulant prior
+        it would be the torus density, which is why ``structured.py`` turns it off).
     """
 
-    def __init__(self, sweep: Any, trace: np.ndarray, start: int = 0) -> None:
+    def __init__(self, sweep: Any, trace: np.ndarray, start: int = 0, *,
+                 prior_term: bool = True) -> None:
         self.sweep, self.trace, self.k = sweep, trace, int(start)
+        self.prior_term = bool(prior_term)
 
     def step(self, state: Any, rngs: Sequence[np.random.Generator]) -> tuple[Any, dict]:
         """One sweep of the wrapped sampler, then its record (see the class doc)."""
@@ -427,9 +432,9 @@ class TracedSweep:
             raise InvalidParameterError(
                 f"sweep {self.k} is past the trace's {len(self.trace)} rows; the run's length "
                 "changed: delete its store and trace and start again.")
-        lp = complete_data_loglik(state) - np.asarray(state.loglik, dtype=float)
-        self.trace[self.k, :, 0] = state.loglik
-        self.trace[self.k, :, 1] = lp
+        ll = np.asarray(state.loglik, dtype=float)
+        self.trace[self.k, :, 0] = ll
+        self.trace[self.k, :, 1] = complete_data_loglik(state) - ll if self.prior_term else 0.0
         self.trace[self.k, :, 2] = dt
         self.k += 1
         return state, info
@@ -443,26 +448,31 @@ def _build_sweep(model: LatentGaussianModel, method: str) -> Any:
     return Gibbs(move, EllipticalSlice(model), n_latent=N_LATENT)
 
 
-def run_one(prob: Problem, method: str, *, n_chains: int, n_iter: int, n_burn: int,
-            seed: int, store: Path) -> dict[str, Any]:
-    """All chains of one (data set, method) into (or resumed from) ``store``; their metrics.
+def sample_traced(model: Any, sweep: Any, *, n_chains: int, n_iter: int, n_burn: int,
+                  seed: int, store: Path, prior_term: bool = True, thin_fields: int = 0
+                  ) -> tuple[Any, np.ndarray, int]:
+    """Run (or resume) ``sweep`` on ``model`` into ``store``, tracing every sweep.
 
-    Skips the sampling when ``<store>.result.json`` exists (a finished run).
+    The trace (see :class:`TracedSweep`) is a ``.trace.npy`` beside the store, continued on
+    resume; its log-likelihood column is checked against the store's.
 
     Returns
     -------
-    dict
-        ``chains``: one dict per chain (``ess``, ``ess_bulk``, ``n_loglik``, ``n_cov``,
-        ``seconds``, ``per_loglik``, ``per_cov``, ``per_second``, …) and the run's settings.
+    tree : xarray.DataTree
+        What :func:`lattice_lgm.runs.sample` returns.
+    post : ndarray, shape (n_iter, n_chains, 3)
+        The trace of the sampling sweeps (burn-in dropped).
+    start : int
+        The first sweep this process ran: 0 for a new run, ``n_burn + n_iter`` for a store that
+        was finished before.  The trace times every sweep whichever process ran it; a resume
+        inside the sampling sweeps puts that process's Numba compilation into the sweep
+        ``start``.
     """
     from numpy.lib.format import open_memmap
 
     from lattice_lgm.runs import sample
     from lattice_lgm.store import CheckpointError, RunStore
 
-    done = store.with_suffix(".result.json")
-    if done.exists():
-        return json.loads(done.read_text())
     side = store.with_suffix(".trace.npy")
     resumed = (store / "zarr.json").exists()
     start = 0
@@ -482,19 +492,39 @@ def run_one(prob: Problem, method: str, *, n_chains: int, n_iter: int, n_burn: i
     else:
         store.parent.mkdir(parents=True, exist_ok=True)
         trace = open_memmap(side, mode="w+", dtype=np.float64, shape=shape)
-        start = 0 if not resumed else start
-    step = TracedSweep(_build_sweep(prob.model, method), trace, start)
-    tree = sample(prob.model, draws=n_iter, tune=n_burn, chains=n_chains, random_seed=seed,
-                  store=store, resume=resumed, step=step, thin_fields=0,
+    step = TracedSweep(sweep, trace, start, prior_term=prior_term)
+    tree = sample(model, draws=n_iter, tune=n_burn, chains=n_chains, random_seed=seed,
+                  store=store, resume=resumed, step=step, thin_fields=thin_fields,
                   checkpoint_every=min(n_iter, 1000), progressbar=False)
     trace.flush()
-    stats = tree["sample_stats"]
-    ll_store = np.asarray(stats["loglik"].values, dtype=float)  # (chain, draw)
-    post = np.asarray(trace[n_burn:])                            # (draw, chain, 3)
+    ll_store = np.asarray(tree["sample_stats"]["loglik"].values, dtype=float)  # (chain, draw)
+    post = np.asarray(trace[n_burn:])                                            # (draw, chain, 3)
     if not np.array_equal(post[:, :, 0].T, ll_store):
         raise InvalidDataError(
             f"{side}: its log-likelihood column differs from the store's; the trace is stale. "
             f"Delete {store} and {side} and run again.")
+    return tree, post, start
+
+
+def run_one(prob: Problem, method: str, *, n_chains: int, n_iter: int, n_burn: int,
+            seed: int, store: Path) -> dict[str, Any]:
+    """All chains of one (data set, method) into (or resumed from) ``store``; their metrics.
+
+    Skips the sampling when ``<store>.result.json`` exists (a finished run).
+
+    Returns
+    -------
+    dict
+        ``chains``: one dict per chain (``ess``, ``ess_bulk``, ``n_loglik``, ``n_cov``,
+        ``seconds``, ``per_loglik``, ``per_cov``, ``per_second``, …) and the run's settings.
+    """
+    done = store.with_suffix(".result.json")
+    if done.exists():
+        return json.loads(done.read_text())
+    tree, post, start = sample_traced(
+        prob.model, _build_sweep(prob.model, method), n_chains=n_chains, n_iter=n_iter,
+        n_burn=n_burn, seed=seed, store=store)
+    stats = tree["sample_stats"]
     n_ll = np.asarray(stats["n_loglik"].values, dtype=np.int64).sum(axis=1)
     n_cov = np.asarray(stats["n_cov"].values, dtype=np.int64).sum(axis=1)
     seconds = float(post[:, 0, 2].sum())
@@ -515,7 +545,7 @@ def run_one(prob: Problem, method: str, *, n_chains: int, n_iter: int, n_burn: i
             "loglik_mean": float(post[:, c, 0].mean()),
         })
     out = {"method": method, "seed": seed, "n_chains": n_chains, "n_iter": n_iter,
-           "n_burn": n_burn, "store": str(store), "resumed": resumed,
+           "n_burn": n_burn, "store": str(store), "resumed": start > 0,
            "seconds_sampling": seconds, "chains": chains}
     done.write_text(json.dumps(out, indent=1))
     return out
