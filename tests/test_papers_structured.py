@@ -129,6 +129,11 @@ def test_quick_pairs_end_to_end_and_rerun(tmp_path):
         sp = e["speed"]
         assert math.isfinite(sp["ratio_min_hyper_per_s"]) and sp["ratio_min_hyper_per_s"] > 0
         assert sp["a"]["seconds"] > 0 and sp["b"]["seconds"] > 0
+        il = sp["interleaved"]  # both backends timed in turn under the same load
+        assert il["seconds_per_sweep_a"] > 0 and il["seconds_per_sweep_b"] > 0
+        assert il["ratio_min_hyper_per_s"] == pytest.approx(
+            sp["a"]["min_hyper"] / sp["b"]["min_hyper"]
+            * il["seconds_per_sweep_b"] / il["seconds_per_sweep_a"])
     assert res["experiments"]["gmrf"]["b"]["prior"] == "GMRFCovarianceOracle"
     assert (out / "structured.png").stat().st_size > 10_000
     assert "## 1. Agreement" in (out / "structured.md").read_text()
