@@ -107,6 +107,13 @@ def test_compare_calls_a_difference_between_unmixed_chains_inconclusive():
     assert r["verdict"].startswith("inconclusive")
 
 
+def test_verdict_marks_tests_of_unmixed_chains():
+    assert S.verdict(True, 1.01) == "agree"
+    assert S.verdict(False, 1.01) == "differ"
+    assert S.verdict(True, 1.3) == "agree (R-hat 1.30 > 1.05: weak)"
+    assert S.verdict(False, 1.3) == "inconclusive (R-hat 1.30 > 1.05)"
+
+
 def test_compare_detects_a_shifted_cell():
     rng = np.random.default_rng(11)
     a, b = _draws(rng), _draws(rng)

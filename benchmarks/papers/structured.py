@@ -411,9 +411,20 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     rhat = max(max(sp["a"]["rhat"].values()), max(sp["b"]["rhat"].values()))
     # MCSEs are only trustworthy for chains that have mixed: a difference between unconverged
     # runs is "inconclusive", not evidence against the backend
-    out["verdict"] = ("agree" if out["agree"] else "differ" if rhat <= RHAT_OK else
-                      f"inconclusive (R-hat {rhat:.2f} > {RHAT_OK})")
+    out["verdict"] = verdict(out["agree"], rhat)
     return out
+
+
+def verdict(agree: bool, rhat: float) -> str:
+    """The pair's verdict: MCSE tests of unmixed chains (R-hat > :data:`RHAT_OK`) are weak.
+
+    Their MCSEs are too small, so a disagreement is "inconclusive" rather than evidence
+    against a backend, and an agreement is marked "weak".
+    """
+    if rhat <= RHAT_OK:
+        return "agree" if agree else "differ"
+    unmixed = f"R-hat {rhat:.2f} > {RHAT_OK}"
+    return f"agree ({unmixed}: weak)" if agree else f"inconclusive ({unmixed})"
 
 
 def ess_summary(r: dict[str, Any]) -> dict[str, Any]:
