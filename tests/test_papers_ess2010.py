@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import subprocess
@@ -14,20 +13,13 @@ import pytest
 from scipy.signal import lfilter
 
 from lattice_lgm.errors import InvalidDataError, InvalidParameterError
+from tests._paper_scripts import load
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "papers" / "ess2010.py"
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("ess2010", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["ess2010"] = mod  # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
-
-
-E = _load()
+E = load("ess2010")
 
 
 # -- the spectral-AR effective sample size -----------------------------------------------------

@@ -3,10 +3,8 @@ on points (LatentGaussianModel), and its quick run."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,22 +17,12 @@ from lattice_lgm.hyperpriors import LogUniform
 from lattice_lgm.likelihoods import Gaussian, Poisson
 from lattice_lgm.models import LatentGaussianModel
 from lattice_lgm.priors import DensePrior
+from tests._paper_scripts import load
 
 ROOT = Path(__file__).resolve().parents[1]
-PAPERS = ROOT / "benchmarks" / "papers"
 
 
-def _load():
-    if str(PAPERS) not in sys.path:
-        sys.path.insert(0, str(PAPERS))  # the script imports its sister ess2010
-    spec = importlib.util.spec_from_file_location("hyper2010", PAPERS / "hyper2010.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["hyper2010"] = mod  # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
-
-
-H = _load()
+H = load("hyper2010")
 
 
 # -- data ------------------------------------------------------------------------------------------

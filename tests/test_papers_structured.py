@@ -3,11 +3,8 @@ oracle, its agreement statistic, and its quick run."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,22 +12,9 @@ import pytest
 from lattice_lgm import Lattice
 from lattice_lgm.errors import InvalidParameterError
 from lattice_lgm.priors import GMRFPrior
+from tests._paper_scripts import load
 
-ROOT = Path(__file__).resolve().parents[1]
-PAPERS = ROOT / "benchmarks" / "papers"
-
-
-def _load():
-    if str(PAPERS) not in sys.path:
-        sys.path.insert(0, str(PAPERS))  # the script imports its sisters
-    spec = importlib.util.spec_from_file_location("structured", PAPERS / "structured.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["structured"] = mod  # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
-
-
-S = _load()
+S = load("structured")
 
 
 # -- the GMRF covariance oracle --------------------------------------------------------------------

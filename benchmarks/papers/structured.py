@@ -81,7 +81,7 @@ for _p in (str(ROOT), str(HERE)):
 
 import _one_blas_thread  # noqa: E402, F401  (before numpy: see its docstring)
 import numpy as np  # noqa: E402
-from ess2010 import _machine, _seed  # noqa: E402
+from ess2010 import _g, _machine, _seed  # noqa: E402
 from hyper2010 import (  # noqa: E402
     MINING_BIN_DAYS,
     mining_counts,
@@ -621,10 +621,6 @@ def _dense_cost(n: int) -> dict[str, float]:
 
 
 # -- reporting -------------------------------------------------------------------------------------
-def _g(x: Any, digits: int = 3) -> str:
-    return "—" if x is None else f"{x:.{digits}g}"
-
-
 def markdown(res: dict[str, Any]) -> str:
     """The results as a markdown report (tables and verdicts)."""
     s = res["settings"]
