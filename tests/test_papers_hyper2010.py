@@ -155,3 +155,19 @@ def test_quick_mining_end_to_end_and_resume(tmp_path):
 def test_quick_all_four_end_to_end(tmp_path):
     assert H.main(["--quick", "--out", str(tmp_path)]) == 0
     _check_outputs(tmp_path, list(H.DATASETS))
+
+
+def test_finished_only_reports_finished_runs_and_samples_nothing(tmp_path):
+    out, argv = tmp_path / "q", ["--quick", "--datasets", "mining", "--methods", "prior-white",
+                                 "surr-site"]
+    assert H.main([*argv, "--out", str(out)]) == 0
+    # surr-site's result is removed: --finished-only leaves it out instead of sampling it again
+    done = next((out / "work" / "mining").glob("surr-site_*.result.json"))
+    done.unlink()
+    assert H.main([*argv, "--out", str(out), "--finished-only"]) == 0
+    res = json.loads((out / "hyper2010.json").read_text())
+    assert list(res["datasets"]["mining"]["runs"]) == ["prior-white"]
+    assert not done.exists()
+    md = (out / "hyper2010.md").read_text()
+    assert "**Partial.**" in md and "mining: fixed, surr-site, post-site" in md
+    assert "raw: surr-site did not run" in md
