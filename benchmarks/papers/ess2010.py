@@ -645,6 +645,20 @@ def figure(res: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def write_outputs(out: Path, stem: str, res: dict[str, Any], md: str,
+                  draw: Any) -> None:
+    """Write ``<stem>.json``, ``<stem>.md`` and ``<stem>.png`` (by ``draw(path)``) into ``out``.
+
+    Shared by the paper scripts; prints the report and where it went.
+    """
+    (out / f"{stem}.json").write_text(json.dumps(res, indent=1, allow_nan=False))
+    (out / f"{stem}.md").write_text(md)
+    draw(out / f"{stem}.png")
+    print(md)
+    print(f"[{stem}] wrote {out / stem}.{{json,md,png}} in {res['seconds_total']:.1f} s",
+          flush=True)
+
+
 def _machine() -> dict[str, Any]:
     import numba
 
@@ -745,14 +759,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         res["datasets"][prob.name] = {"kind": prob.kind, "info": prob.info, "pilot": pilot,
                                       "runs": runs, "summary": summ, "ratios": ratios}
     res["seconds_total"] = time.perf_counter() - t_start
-    stem = "ess2010"
-    (out / f"{stem}.json").write_text(json.dumps(res, indent=1, allow_nan=False))
-    md = markdown(res)
-    (out / f"{stem}.md").write_text(md)
-    figure(res, out / f"{stem}.png")
-    print(md)
-    print(f"[ess2010] wrote {out / stem}.{{json,md,png}} in {res['seconds_total']:.1f} s",
-          flush=True)
+    write_outputs(out, "ess2010", res, markdown(res), lambda path: figure(res, path))
     return 0
 
 

@@ -108,6 +108,7 @@ from ess2010 import (  # noqa: E402
     ess_bulk,
     ess_spectral_ar,
     ionosphere_data,
+    write_outputs,
 )
 
 from lattice_lgm import Lattice  # noqa: E402
@@ -829,13 +830,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         res["datasets"][name] = {"info": prob.info, "methods": list(runs), "runs": runs,
                                  "summary": summarise(runs)}
     res["seconds_total"] = time.perf_counter() - t_start
-    (out / f"{STEM}.json").write_text(json.dumps(res, indent=1, allow_nan=False))
-    md = markdown(res)
-    (out / f"{STEM}.md").write_text(md)
-    figure(res, out / f"{STEM}.png")
-    print(md)
-    print(f"[hyper2010] wrote {out / STEM}.{{json,md,png}} in {res['seconds_total']:.1f} s",
-          flush=True)
+    write_outputs(out, STEM, res, markdown(res), lambda path: figure(res, path))
     return 0
 
 

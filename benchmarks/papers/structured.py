@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import sys
 import time
@@ -81,7 +80,7 @@ for _p in (str(ROOT), str(HERE)):
 
 import _one_blas_thread  # noqa: E402, F401  (before numpy: see its docstring)
 import numpy as np  # noqa: E402
-from ess2010 import _g, _machine, _seed  # noqa: E402
+from ess2010 import _g, _machine, _seed, write_outputs  # noqa: E402
 from hyper2010 import (  # noqa: E402
     MINING_BIN_DAYS,
     mining_counts,
@@ -824,13 +823,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "bei_draws": st.bei_draws, "alpha": ALPHA, "numba_threads":
                             args.threads, "work": str(work)},
            "experiments": exps, "seconds_total": time.perf_counter() - t0}
-    (out / f"{STEM}.json").write_text(json.dumps(res, indent=1, allow_nan=False))
-    md = markdown(res)
-    (out / f"{STEM}.md").write_text(md)
-    figure(exps, runs, out / f"{STEM}.png")
-    print(md)
-    print(f"[structured] wrote {out / STEM}.{{json,md,png}} in {res['seconds_total']:.1f} s",
-          flush=True)
+    write_outputs(out, STEM, res, markdown(res), lambda path: figure(exps, runs, path))
     return 0
 
 
