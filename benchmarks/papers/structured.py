@@ -133,7 +133,6 @@ class Settings:
     fine_thin_fields: int = 5
     timing_sweeps: int = 40
     timing_rounds: int = 3
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 QUICK = Settings(chains=2, tune=10, draws=40, mining_draws=60, bins=10, fine_bins=32,
@@ -308,11 +307,9 @@ def run(prob: Problem, *, chains: int, tune: int, draws: int, seed: int, work: P
     model = lgcp if lgcp is not None else prob.model
     sweep = (lgcp.sampler(REPRESENTATION, n_latent=N_LATENT) if lgcp is not None else
              _sweep(prob.model))
-    t0 = time.perf_counter()
     tree, post, start = sample_traced(model, sweep, n_chains=chains, n_iter=draws,
                                         n_burn=tune, seed=seed, store=store, prior_term=False,
                                         thin_fields=thin_fields)
-    wall = time.perf_counter() - t0
     pos = tree["posterior"].ds
     names = [n for n in ("sd", "range", "mean", "intercept") if n in pos]
     theta = {n: np.asarray(pos[n].values, dtype=float) for n in names}
@@ -324,7 +321,7 @@ def run(prob: Problem, *, chains: int, tune: int, draws: int, seed: int, work: P
         idx = np.searchsorted(np.asarray(pos["draw"].values), np.asarray(fields["draw"].values))
         shift = theta["mean"][:, idx, None]
     return {"tag": tag, "store": str(store), "theta": theta, "eta": f + shift,
-            "seconds": float(post[:, 0, 2].sum()), "wall": wall, "info": prob.info,
+            "seconds": float(post[:, 0, 2].sum()), "info": prob.info,
             "timing_complete": not tune < start < tune + draws}
 
 
@@ -530,7 +527,7 @@ def run_all(names: Sequence[str], st: Settings, work: Path) -> dict[str, Any]:
             models[key] = prob.model
             print(f"[structured] {key}: {prob.info}", flush=True)
             runs[key] = run(prob, chains=st.chains, tune=st.tune, draws=draws,
-                            seed=_seed("structured", prob.name, st.extra.get("seed", 0)),
+                            seed=_seed("structured", prob.name, 0),
                             work=work, thin_fields=thin)
             s = runs[key]["seconds"]
             print(f"[structured]   {s:.1f} s of sampling sweeps ({s / draws:.3f} s/sweep)",
