@@ -552,3 +552,16 @@ def test_space_time_smooth_if_either_factor_is():
     assert not st_kernel().smooth
     assert SpaceTime(SquaredExponential(range=1.0), Exponential(range=1.0)).smooth
     assert SpaceTime(Exponential(range=1.0), Matern(6.0, range=1.0)).smooth
+
+
+@pytest.mark.parametrize("ndim", [1, 2, 3, 7, 8, 9, 16, 17, 34, 128, 129])
+def test_dense_matrix_is_bitwise_the_lag_formula(ndim):
+    """``k(x1, x2)`` (a Numba distance kernel for ≤ 128 axes) is bitwise ``from_lags`` of the
+    lag array: the data sets and stored runs made before the kernel depend on those bits."""
+    rng = np.random.default_rng(ndim)
+    x, y = rng.uniform(-1, 1, (23, ndim)), rng.uniform(-1, 1, (17, ndim))
+    for k in (SquaredExponential(sd=1.3, lengthscale=rng.uniform(0.5, 3, ndim)),
+              Matern(1.5, sd=0.7, range=2.0), RationalQuadratic(alpha=2.0, range=0.3)):
+        assert np.array_equal(k(x), k.from_lags(x[:, None, :] - x[None, :, :]))
+        assert np.array_equal(k(x, y), k.from_lags(x[:, None, :] - y[None, :, :]))
+        assert np.array_equal(k(x), k(x).T)
