@@ -486,11 +486,14 @@ class HyperMove:
             out[k] = float(hp[k].from_unconstrained(vk))
         return out
 
+    def _log_h_term(self, name: str, value: float) -> Any:
+        """Log hyperprior density of one moved coordinate on its unconstrained (log) scale."""
+        h = self.model.hyperpriors[name]
+        return h.logpdf_unconstrained(h.to_unconstrained(value))
+
     def _log_h(self, theta: Mapping[str, float]) -> float:
         """Log hyperprior density of the moved coordinates on the unconstrained (log) scale."""
-        hp = self.model.hyperpriors
-        return float(sum(hp[k].logpdf_unconstrained(hp[k].to_unconstrained(theta[k]))
-                         for k in self.params))
+        return float(sum(self._log_h_term(k, theta[k]) for k in self.params))
 
     def _bounds(self, k: int) -> tuple[float, float]:
         if self._ridge is not None:
@@ -516,15 +519,32 @@ class HyperMove:
     def _logp_fn(self, ctx: _Context, prep: _Prepared, ch: _Chain, u_full: np.ndarray,
                  k: int | None):
         model = self.model
+        # A univariate move changes one coordinate: the others' θ and hyperprior terms are the
+        # same at every proposal, so they are computed once here and only term k per call.
+        # The sum runs over the same terms in the same order as _log_h, so it is bitwise the
+        # same (tested); with Ionosphere's 35 hyperparameters this was a third of a sweep.
+        one = k is not None and self._ridge is None
+        if one:
+            name_k = self.params[k]
+            h_k = model.hyperpriors[name_k]
+            theta_u = self._from_u(u_full, ch.theta)
+            terms = [self._log_h_term(n, theta_u[n]) for n in self.params]
 
         def logp(x):
-            u = u_full.copy()
-            if k is None:
-                u[:] = x
+            if one:
+                theta = dict(theta_u)
+                theta[name_k] = float(h_k.from_unconstrained(x))
+                t = list(terms)
+                t[k] = self._log_h_term(name_k, theta[name_k])
+                lh = float(sum(t))
             else:
-                u[k] = x
-            theta = self._from_u(u, ch.theta)
-            lh = self._log_h(theta)
+                u = u_full.copy()
+                if k is None:
+                    u[:] = x
+                else:
+                    u[k] = x
+                theta = self._from_u(u, ch.theta)
+                lh = self._log_h(theta)
             if not np.isfinite(lh):
                 return -np.inf, None
             kw = model.kernel_params(theta)

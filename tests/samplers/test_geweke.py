@@ -78,7 +78,7 @@ def test_geweke_detects_a_missing_hyperprior_term(monkeypatch):
     (A subtler defect, surrogate slice sampling without N(g; 0, K + S), was *not* resolved
     here with weak Poisson data — p = 0.04 — although the quadrature test catches it on
     Gaussian data with p < 1e-20.)"""
-    monkeypatch.setattr(hyper.HyperMove, "_log_h", lambda self, theta: 0.0)
+    monkeypatch.setattr(hyper.HyperMove, "_log_h_term", lambda self, name, value: 0.0)
     # without its prior the range wanders to ~1e-150, where the kernel's squares overflow to
     # inf harmlessly (exp(-inf) = 0); silence that so the test judges the draws, not a warning
     with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
