@@ -124,6 +124,18 @@ def _rotate(kern: _kernels.SiteKernels, x: np.ndarray, nu: np.ndarray, ct: np.nd
     return out
 
 
+def _require_finite(state: LatentState, method: str) -> None:
+    """Raise :class:`SamplerError` naming the first chain whose cached log L is not finite."""
+    bad = ~np.isfinite(state.loglik)
+    if bad.any():
+        c = int(np.flatnonzero(bad)[0])
+        raise SamplerError(
+            f"chain {state.chains[c]} starts from log L = {state.loglik[c]!r}; {method} needs "
+            "a state with finite likelihood.",
+            {"chain": state.chains[c], "loglik": float(state.loglik[c])},
+        )
+
+
 def _new_state(kern, state: LatentState, wn, nu, beta_nu, ct, st, loglik,
                in_place: bool, n_beta: int) -> LatentState:
     return state._replace(
@@ -195,14 +207,7 @@ class EllipticalSlice:
             likelihood evaluations; ``n_cov`` zeros (no covariance is built).
         """
         state.check_rngs(rngs)
-        bad = ~np.isfinite(state.loglik)
-        if bad.any():
-            c = int(np.flatnonzero(bad)[0])
-            raise SamplerError(
-                f"chain {state.chains[c]} starts from log L = {state.loglik[c]!r}; elliptical "
-                "slice sampling needs a state with finite likelihood.",
-                {"chain": state.chains[c], "loglik": float(state.loglik[c])},
-            )
+        _require_finite(state, "elliptical slice sampling")
         model, kern, n = self.model, self._kern, state.n_chains
         lik = model.likelihood
         # step 1: the ellipse, per chain, from the chain's own stream

@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import InvalidParameterError
 from .ess import EllipticalSlice, NealMH
 from .hyper import HyperMove
+from .line import LineSlice
 from .state import LatentState
 
 __all__ = ["Gibbs"]
@@ -28,7 +29,7 @@ class Gibbs:
     ----------
     hyper : HyperMove or sequence of HyperMove, optional
         Applied in order once per sweep (none: the hyperparameters stay fixed).
-    latent : EllipticalSlice or NealMH
+    latent : EllipticalSlice, NealMH or LineSlice
         The latent-field update.
     n_latent : int
         Latent updates per sweep (default 10, as the paper).
@@ -41,13 +42,14 @@ class Gibbs:
     """
 
     def __init__(self, hyper: HyperMove | Sequence[HyperMove] | None,
-                 latent: EllipticalSlice | NealMH, *, n_latent: int = 10) -> None:
+                 latent: EllipticalSlice | NealMH | LineSlice, *, n_latent: int = 10) -> None:
         moves = [] if hyper is None else [hyper] if isinstance(hyper, HyperMove) else list(hyper)
         for m in moves:
             if not isinstance(m, HyperMove):
                 raise InvalidParameterError(f"hyper move {m!r} must be a HyperMove.")
-        if not isinstance(latent, (EllipticalSlice, NealMH)):
-            raise InvalidParameterError(f"latent={latent!r} must be EllipticalSlice or NealMH.")
+        if not isinstance(latent, (EllipticalSlice, NealMH, LineSlice)):
+            raise InvalidParameterError(
+                f"latent={latent!r} must be EllipticalSlice, NealMH or LineSlice.")
         if not isinstance(n_latent, int) or n_latent < 0:
             raise InvalidParameterError(f"n_latent={n_latent!r} must be an int >= 0.")
         models = {id(m.model) for m in moves} | {id(latent.model)}
@@ -66,7 +68,8 @@ class Gibbs:
         state : LatentState
         info : dict
             ``n_loglik``, ``n_cov`` (n_chains,) totals over the sweep; ``accepted/<name>``
-            per hyper move; ``angle`` of the last elliptical slice update (when used).
+            per hyper move; ``angle`` of the last elliptical slice update, ``accepted`` of
+            the last M–H update, ``step`` of the last line slice update (when used).
         """
         n = state.n_chains
         info: dict[str, Any] = {"n_loglik": np.zeros(n, dtype=np.int64),
@@ -82,7 +85,7 @@ class Gibbs:
             state, inf = self.latent.step(state, rngs, in_place=owned)
             owned = True
             info["n_loglik"] += inf["n_loglik"]
-            for k in ("angle", "accepted"):
+            for k in ("angle", "accepted", "step"):
                 if k in inf:
                     info[k] = inf[k]
         return state, info

@@ -184,6 +184,13 @@ def test_conjugate_posterior_is_invariant(backend, sampler):
     """Gaussian data on a 6×5 lattice: chains started at exact posterior draws of the state
     (dense oracle) are still exact posterior draws after many updates (an exact test,
     whatever the mixing speed)."""
+    _conjugate_invariance(backend, EllipticalSlice if sampler == "ess"
+                          else lambda model: NealMH(model, step_size=0.3))
+
+
+def _conjugate_invariance(backend: str, make_step, n_steps: int = 40) -> None:
+    """Gaussian data (noise sd 0.7) on a 6×5 lattice: 300 chains from exact posterior draws,
+    ``n_steps`` updates of ``make_step(model)``, then the moment tests against the oracle."""
     prior = _prior2d(backend)
     y = np.random.default_rng(6).normal(size=prior.shape) * 1.5
     model = LatentGaussianModel(prior, Gaussian(y, noise_sd=0.7))
@@ -191,8 +198,7 @@ def test_conjugate_posterior_is_invariant(backend, sampler):
     rngs = chain_rngs(7, n)
     f0 = conditional_draws(model, {"mean": 0.0}, np.random.default_rng(17), n)
     state = state_from_fields(model, f0, [{}] * n, rngs)
-    step = EllipticalSlice(model) if sampler == "ess" else NealMH(model, step_size=0.3)
-    state = _run(step, state, rngs, 40)
+    state = _run(make_step(model), state, rngs, n_steps)
     mean, cov = _exact_posterior(prior, y, 0.7)
     _check_moments(prior.to_window(state.f).reshape(n, -1), mean, cov)
 
@@ -215,7 +221,13 @@ def test_conjugate_recovery_from_prior_draws(backend):
 @pytest.mark.statistical
 def test_conjugate_recovery_with_coefficients_in_the_gaussian_block():
     """Intercept-like covariates in the Gaussian block: (f, β) recover their exact posterior."""
-    prior = _prior2d("circulant")
+    _coefficient_recovery("circulant", EllipticalSlice)
+
+
+def _coefficient_recovery(backend: str, sampler: type) -> None:
+    """Intercept-like covariates in the Gaussian block on a 6×5 lattice: 300 chains from prior
+    draws, 300 updates of ``sampler``, then the moment tests of (f, β) against the oracle."""
+    prior = _prior2d(backend)
     rng = np.random.default_rng(8)
     x = np.stack([np.ones(prior.shape), rng.normal(size=prior.shape)])
     beta_sd = np.array([2.0, 1.0])
@@ -223,7 +235,7 @@ def test_conjugate_recovery_with_coefficients_in_the_gaussian_block():
     model = LatentGaussianModel(prior, Gaussian(y, noise_sd=2.0), covariates=x, beta_sd=beta_sd)
     n = 300
     rngs = chain_rngs(9, n)
-    state = _run(EllipticalSlice(model), init_state(model, rngs), rngs, 300)
+    state = _run(sampler(model), init_state(model, rngs), rngs, 300)
     mean, cov = _exact_posterior(prior, y, 2.0, x=x, beta_sd=beta_sd)
     draws = np.hstack([prior.to_window(state.f).reshape(n, -1), state.beta])
     _check_moments(draws, mean, cov)
