@@ -149,7 +149,7 @@ def test_quick_run_writes_json_and_markdown(tmp_path):
         assert d["info"]["jitter"] >= 0.0
         pil = d["pilot"]
         assert pil["chosen"] in pil["grid"] and len(pil["score"]) == len(pil["grid"])
-        for method in ("ess", "neal_mh"):
+        for method in ("ess", "neal_mh", "line_slice"):
             runs = d["runs"][method]
             assert len(runs) == 2
             for r in runs:
@@ -161,9 +161,55 @@ def test_quick_run_writes_json_and_markdown(tmp_path):
         assert d["summary"]["neal_mh"]["evals_per_iter"]["mean"] == 1.0
         assert d["summary"]["ess"]["evals_per_iter"]["mean"] >= 1.0
         assert set(d["ratios"]) == {"per_iteration_ar", "per_iteration_bulk",
-                                    "per_evaluation_ar", "per_second_ar"}
+                                    "per_evaluation_ar", "per_second_ar",
+                                    "ess_over_line_per_iteration_ar",
+                                    "ess_over_line_per_evaluation_ar",
+                                    "ess_over_line_per_second_ar"}
+        # the line sampler steps out and shrinks: at least one evaluation per iteration
+        assert d["summary"]["line_slice"]["evals_per_iter"]["mean"] >= 1.0
     assert res["datasets"]["coal"]["info"]["N"] == 811
     assert res["datasets"]["coal"]["info"]["events"] == 191
     # the stores are resumable runs under the work dir, and a re-run skips finished ones
     assert any((tmp_path / "work" / "coal").glob("ess_*r1.zarr"))
     assert any((tmp_path / "work" / "coal").glob("ess_*r1.result.json"))
+
+
+def test_batched_runs_are_the_chains_run_alone(tmp_path):
+    """``run_batch``: each repeat is one chain, bitwise the run of that chain alone (DESIGN §5);
+    its metrics are per chain, its time is the batch's share, and a rerun reads the cache."""
+    from lattice_lgm.runs import sample
+    from lattice_lgm.samplers import Gibbs
+
+    prob = E.build_problems(["regression_d2"], reg_n=30)[0]
+    store = tmp_path / "batch.zarr"
+    runs = E.run_batch(prob.model, "ess", None, n_iter=60, n_burn=10, repeats=3, seed=7,
+                       store=store)
+    assert [r["chain"] for r in runs] == [0, 1, 2]
+    assert all(r["batched"] == 3 and r["n_iter"] == 60 and r["n_loglik"] >= 60 for r in runs)
+    assert runs[0]["seconds"] == pytest.approx(runs[0]["batch_seconds"] / 3)
+    # three different runs, not one run three times
+    assert len({r["loglik_mean"] for r in runs}) == 3
+    alone = sample(prob.model, draws=60, tune=10, chains=3, random_seed=7, chain_ids=[2],
+                   step=Gibbs(None, E._sampler(prob.model, "ess", None), n_latent=1),
+                   thin_fields=0, progressbar=False)
+    ll_alone = np.asarray(alone["sample_stats"]["loglik"].sel(chain=2).values, dtype=float)
+    assert runs[2]["loglik_mean"] == float(ll_alone.mean())
+    assert runs[2]["ess_ar"] == E.ess_spectral_ar(ll_alone)[0]
+    # cached: the second call samples nothing
+    assert store.with_suffix(".result.json").exists()
+    assert E.run_batch(prob.model, "ess", None, n_iter=60, n_burn=10, repeats=3, seed=7,
+                       store=store) == runs
+
+
+def test_batched_flag_runs_one_store_per_method(tmp_path):
+    assert E.main(["--batched", "--datasets", "regression_d1", "--iterations", "50",
+                   "--burn-in", "10", "--repeats", "2", "--pilot-iterations", "60",
+                   "--reg-n", "20", "--out", str(tmp_path)]) == 0
+    res = json.loads((tmp_path / "ess2010.json").read_text())
+    assert res["settings"]["batched"] is True and res["mode"] == "custom"
+    d = res["datasets"]["regression_d1"]
+    for method in E.METHODS:
+        assert [r["chain"] for r in d["runs"][method]] == [0, 1]
+        assert d["summary"][method]["ess_ar"]["n"] == 2
+    stores = sorted(p.name for p in (tmp_path / "work" / "regression_d1").glob("*.zarr"))
+    assert len(stores) == len(E.METHODS) and all(s.endswith("_x2.zarr") for s in stores)
