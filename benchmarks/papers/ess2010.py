@@ -677,6 +677,9 @@ def markdown(res: dict[str, Any]) -> str:
               "per-second ratio mostly reflects evaluations per iteration and overhead.",
               "- Dense priors carry the stated jitter (DensePrior 'auto' policy), recorded per "
               "data set.", ""]
+    if res.get("left_out"):
+        lines += ["**Partial.** Assembled with `--finished-only`; not finished, so left out: "
+                  + ", ".join(f"`{x}`" for x in res["left_out"]) + ".", ""]
     if res["mode"] != "full":
         lines += ["Note: not the full protocol: the numbers check the pipeline (and, for medium "
                   "runs, the direction of the ratios), not the paper's values.", ""]
@@ -775,6 +778,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="run the repeats of a (data set, method) as the independent chains of "
                          "one store (about 7x less time at N = 200; per-second figures are then "
                          "the batch's time / repeats)")
+    ap.add_argument("--finished-only", action="store_true",
+                    help="sample nothing: report the (data set, method) runs of these settings "
+                         "that have finished, and list the ones left out")
     ap.add_argument("--threads", type=int, default=1,
                     help="Numba threads (default 1: one chain per run, as the paper's one CPU; "
                          "more threads only add synchronisation at these sizes)")
@@ -813,9 +819,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                      "pilot_iterations": pilot_iter, "pilot_burn_in": pilot_burn,
                      "step_grid": list(grid), "methods": list(args.methods),
                      "reg_n": reg_n, "iono_n": iono_n, "work": str(work),
-                     "numba_threads": args.threads, "batched": bool(args.batched)},
+                     "numba_threads": args.threads, "batched": bool(args.batched),
+                     "finished_only": bool(args.finished_only)},
         "datasets": {},
     }
+    left_out: list[str] = []  # (data set, method) runs skipped by --finished-only
     for prob in problems:
         print(f"[ess2010] {prob.name}: N = {prob.model.likelihood.n_obs}, "
               f"jitter {prob.info['jitter']:g}", flush=True)
@@ -824,6 +832,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             pfile = work / f"pilot_{prob.name}_{pilot_iter}.json"
             if pfile.exists():
                 pilot = json.loads(pfile.read_text())
+            elif args.finished_only:
+                raise InvalidParameterError(
+                    f"--finished-only: no pilot {pfile} for {prob.name}; leave out neal_mh "
+                    "(--methods) or run without --finished-only first.")
             else:
                 pilot = pilot_step_size(prob.model, grid, n_iter=pilot_iter, n_burn=pilot_burn,
                                         n_chains=2 if quick else 4,
@@ -835,6 +847,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         for method in args.methods:
             eps = pilot["chosen"] if method == "neal_mh" else None
             tag = method if eps is None else f"{method}_eps{eps:g}"
+            if args.finished_only:
+                wanted = ([f"{tag}_it{n_iter}_b{n_burn}_x{repeats}"] if args.batched else
+                          [f"{tag}_it{n_iter}_b{n_burn}_r{r}" for r in range(repeats)])
+                if not all((work / prob.name / f"{w}.result.json").exists() for w in wanted):
+                    left_out.append(f"{prob.name}/{method}")
+                    print(f"  {tag}: not finished, left out (--finished-only)", flush=True)
+                    continue
             runs[method] = []
             if args.batched:
                 store = work / prob.name / f"{tag}_it{n_iter}_b{n_burn}_x{repeats}.zarr"
@@ -852,9 +871,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 runs[method].append(r)
             s = _mean_sd([r["ess_ar"] for r in runs[method]])
             print(f"  {tag}: ESS(AR) {s['mean']:.1f} ± {s['sd']:.1f}", flush=True)
+        if not runs:
+            continue
         summ, ratios = summarise(runs)
         res["datasets"][prob.name] = {"kind": prob.kind, "info": prob.info, "pilot": pilot,
                                       "runs": runs, "summary": summ, "ratios": ratios}
+    res["left_out"] = left_out
     res["seconds_total"] = time.perf_counter() - t_start
     write_outputs(out, "ess2010", res, markdown(res), lambda path: figure(res, path))
     return 0
