@@ -217,12 +217,12 @@ def test_batched_flag_runs_one_store_per_method(tmp_path):
     args = ["--batched", "--iterations", "50", "--burn-in", "10", "--repeats", "2",
             "--pilot-iterations", "60", "--reg-n", "20", "--out", str(tmp_path / "part"),
             "--work", str(tmp_path / "work"), "--finished-only"]
-    assert E.main(args + ["--datasets", "regression_d1", "regression_d2",
-                          "--methods", "ess", "line_slice"]) == 0
+    assert E.main([*args, "--datasets", "regression_d1", "regression_d2",
+                   "--methods", "ess", "line_slice"]) == 0
     part = json.loads((tmp_path / "part" / "ess2010.json").read_text())
     assert set(part["datasets"]) == {"regression_d1"}
     assert part["left_out"] == ["regression_d2/ess", "regression_d2/line_slice"]
     assert "left out" in (tmp_path / "part" / "ess2010.md").read_text()
     assert not (tmp_path / "work" / "regression_d2").exists()
     with pytest.raises(InvalidParameterError, match="no pilot"):
-        E.main(args + ["--datasets", "regression_d2"])
+        E.main([*args, "--datasets", "regression_d2"])
