@@ -53,6 +53,7 @@ test-all: setup
 bench: setup
 	$(PY) benchmarks/perf/priors.py
 	$(PY) benchmarks/perf/sampling.py
+	$(PY) benchmarks/perf/dense.py
 
 lint: setup
 	$(VENV)/bin/ruff check lattice_lgm tests benchmarks

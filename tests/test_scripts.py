@@ -37,3 +37,19 @@ def test_benchmark_quick_writes_json(tmp_path):
         assert r["draw_s"] > 0 and r["peak_rss_mb"] > 0 and r["range"] > 0
     circ = next(r for r in res["rows"] if r["backend"] == "circulant")
     assert circ["draw_over_floor"] > 0 and "speedup_draw_vs_dense" in circ
+
+
+def test_dense_benchmark_quick_writes_json(tmp_path):
+    """benchmarks/perf/dense.py: the kernel matrix is bitwise the lag-array expression, and
+    every Ionosphere representation and the old-path fixed sweep are timed (no time targets)."""
+    dest = tmp_path / "dense.json"
+    subprocess.run([sys.executable, "benchmarks/perf/dense.py", "--quick", "--out", str(dest)],
+                   capture_output=True, text=True, check=True, cwd=ROOT, env=os.environ.copy())
+    res = json.loads(dest.read_text())
+    assert [(r["n"], r["ndim"]) for r in res["kernel"]] == [(200, 34), (200, 10), (811, 1),
+                                                           (625, 2)]
+    assert all(r["bitwise_equal"] and r["speedup"] > 0 for r in res["kernel"])
+    methods = [r["method"] for r in res["sweep"]]
+    assert methods[:4] == ["fixed", "prior-white", "surr-site", "post-site"]
+    assert all(r["seconds_per_sweep"] > 0 for r in res["sweep"])
+    assert res["sweep"][-1]["speedup_of_new"] > 0
