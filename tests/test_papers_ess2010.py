@@ -226,3 +226,18 @@ def test_batched_flag_runs_one_store_per_method(tmp_path):
     assert not (tmp_path / "work" / "regression_d2").exists()
     with pytest.raises(InvalidParameterError, match="no pilot"):
         E.main([*args, "--datasets", "regression_d2"])
+
+
+def test_summarise_ratios_need_only_the_two_methods_they_compare():
+    """ESS / M–H ratios come with ESS and M–H alone (line_slice is optional), and ESS / line
+    ratios only when line_slice ran."""
+    def run(v):
+        return {"ess_ar": v, "ess_bulk": v, "evals_per_iter": 1.0, "ess_ar_per_eval": v,
+                "ess_ar_per_second": v, "seconds": 1.0}
+
+    _, r = E.summarise({"ess": [run(4.0), run(6.0)], "neal_mh": [run(2.0), run(3.0)]})
+    assert r["per_iteration_ar"] == pytest.approx(2.0)
+    assert not any(k.startswith("ess_over_line") for k in r)
+    _, r = E.summarise({"ess": [run(4.0)], "line_slice": [run(8.0)]})
+    assert r == {"ess_over_line_per_iteration_ar": 0.5, "ess_over_line_per_evaluation_ar": 0.5,
+                 "ess_over_line_per_second_ar": 0.5}

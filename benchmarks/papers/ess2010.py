@@ -583,7 +583,7 @@ def summarise(runs: dict[str, list[dict[str, Any]]]) -> tuple[dict, dict]:
     """Means and sds per method, and ratios ESS / M–H of the means."""
     summ = {m: {k: _mean_sd([r[k] for r in rs]) for k in METRICS} for m, rs in runs.items()}
     ratios = {}
-    if set(METHODS) <= set(summ):
+    if {"ess", "neal_mh"} <= set(summ):
         for k, label in (("ess_ar", "per_iteration_ar"), ("ess_bulk", "per_iteration_bulk"),
                          ("ess_ar_per_eval", "per_evaluation_ar"),
                          ("ess_ar_per_second", "per_second_ar")):
