@@ -621,6 +621,12 @@ def markdown(res: dict[str, Any]) -> str:
         "ESS of the log-likelihood trace: spectral-AR (coda's `effectiveSize`, re-implemented) "
         "and ArviZ bulk; mean ± sd over runs. Per second includes burn-in and store writes.",
         "",
+        *(["**Batched** (`--batched`): the runs of a (data set, method) are the independent "
+           "chains of one store, each bitwise its own run; per second is the batch's time / "
+           "runs. The batches shared a 2-core machine with other jobs, and the two methods of "
+           "a data set ran at different times, so per-second ratios carry load noise; a "
+           "batch resumed after an interruption has no per-second figure.", ""]
+          if st.get("batched") else []),
         "The paper's Figure 6 is a bar chart; its numbers are not in the text copy, so the "
         "paper's column gives its stated findings (§4.2) as the expected direction of the "
         "ratio ESS / M–H. Compare ratios, not absolute counts.",
