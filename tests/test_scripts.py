@@ -49,6 +49,10 @@ def test_dense_benchmark_quick_writes_json(tmp_path):
     assert [(r["n"], r["ndim"]) for r in res["kernel"]] == [(200, 34), (200, 10), (811, 1),
                                                            (625, 2)]
     assert all(r["bitwise_equal"] and r["speedup"] > 0 for r in res["kernel"])
+    # the one-factor surrogate states the same density as the two-factor algebra it replaced
+    assert [r["n"] for r in res["surrogate"]] == [200, 625]
+    assert all(r["max_abs_diff_logmarginal"] < 1e-8 and r["max_abs_diff_mean"] < 1e-10
+               and r["speedup"] > 0 for r in res["surrogate"])
     methods = [r["method"] for r in res["sweep"]]
     assert methods[:4] == ["fixed", "prior-white", "surr-site", "post-site"]
     assert all(r["seconds_per_sweep"] > 0 for r in res["sweep"])

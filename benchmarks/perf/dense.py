@@ -10,6 +10,11 @@ ratios, so load on a shared machine cancels):
   against ``from_lags(x[:, None] - x[None])`` (the ``(n, n, ndim)`` lag array it replaced), at
   (n, ndim) = (200, 34), (200, 10), (811, 1), (625, 2).  Both give the same bits (tested in
   ``tests/test_covariance.py``).
+* ``surrogate`` — ``DensePrior.surrogate`` (one ``dsyrk`` and one Cholesky of ``A``, the
+  marginal from the same factor) against the expressions it replaced (a ``gemm`` for
+  ``Lᵀ Π L`` and a second Cholesky of ``B = I + Π^½ K_OO Π^½`` for the marginal), one chain,
+  every site observed, at n = 200 and 625 (the Ionosphere and redwoods sizes).  The surr-/post-
+  representations call it once per hyperparameter proposal.
 * ``sweep`` — one Gibbs sweep of one chain on Ionosphere (univariate slice over 35
   hyperparameters, then 10 elliptical slice updates) per representation, seconds per sweep;
   ``fixed`` is also run with the old kernel matrix and the old hyperprior sum patched back in,
@@ -44,6 +49,7 @@ from lattice_lgm.covariance import Covariance, SquaredExponential  # noqa: E402
 OUT = ROOT / "benchmarks" / "results" / "dense.json"
 KERNEL_CASES = ((200, 34), (200, 10), (811, 1), (625, 2))
 SWEEP_METHODS = ("fixed", "prior-white", "surr-site", "post-site")
+SURROGATE_SIZES = (200, 625)
 
 
 def _median_ratio(slow, fast, pairs: int) -> tuple[float, float, float]:
@@ -76,6 +82,52 @@ def bench_kernel(pairs: int) -> list[dict]:
                      "speedup": ratio, "bitwise_equal": same})
         print(f"  kernel {n}x{n}x{nd}: lag array {old * 1e3:8.2f} ms, kernel "
               f"{new * 1e3:7.2f} ms, x{ratio:.2f}, bitwise equal {same}", flush=True)
+    return rows
+
+
+def _surrogate_two_factors(prior, g: np.ndarray, pi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The replaced surrogate algebra: ``A`` by ``gemm``, the marginal through ``chol(B)``."""
+    from scipy import linalg
+
+    from lattice_lgm.priors.base import LOG_2PI
+
+    n, lmat = len(pi), prior.chol
+    a = np.eye(n) + (lmat.T * pi) @ lmat
+    la = linalg.cholesky(a, lower=True, check_finite=False)
+    rhs = (g * pi) @ lmat
+    mean = linalg.cho_solve((la, True), rhs.T, check_finite=False).T @ lmat.T
+    sq = np.sqrt(pi)
+    b = np.eye(n) + sq[:, None] * (prior.cov + prior.jitter * np.eye(n)) * sq[None, :]
+    lb = linalg.cholesky(b, lower=True, check_finite=False)
+    v = linalg.solve_triangular(lb, (g * sq).T, lower=True, check_finite=False)
+    logm = (-0.5 * np.sum(v * v, axis=0) - np.sum(np.log(np.diag(lb)))
+            + 0.5 * np.sum(np.log(pi)) - 0.5 * n * LOG_2PI)
+    return mean, logm
+
+
+def bench_surrogate(pairs: int) -> list[dict]:
+    """``DensePrior.surrogate`` against the two-factor algebra it replaced, per size."""
+    from lattice_lgm.priors import DensePrior
+
+    rows = []
+    rng = np.random.default_rng(1)
+    for n in SURROGATE_SIZES:
+        x = rng.uniform(0, 1, (n, 2))
+        prior = DensePrior(x, SquaredExponential(sd=1.2, lengthscale=0.2))
+        pi = rng.uniform(0.1, 5.0, n)  # every site observed, as the redwoods' Poisson cells
+        g = rng.standard_normal((1, n))
+        new = prior.surrogate(g, pi)
+        mean, logm = _surrogate_two_factors(prior, g, pi)
+        diff_logm = float(np.max(np.abs(new.logmarginal - logm)))
+        diff_mean = float(np.max(np.abs(new.mean - mean)))
+        old, fast, ratio = _median_ratio(
+            lambda p=prior, g=g, pi=pi: _surrogate_two_factors(p, g, pi),
+            lambda p=prior, g=g, pi=pi: p.surrogate(g, pi), pairs)
+        rows.append({"n": n, "two_factors_s": old, "surrogate_s": fast, "speedup": ratio,
+                     "max_abs_diff_logmarginal": diff_logm, "max_abs_diff_mean": diff_mean})
+        print(f"  surrogate n={n}: two factors {old * 1e3:7.2f} ms, one factor {fast * 1e3:7.2f}"
+              f" ms, x{ratio:.2f} (|Δ log m| {diff_logm:.1e}, |Δ mean| {diff_mean:.1e})",
+              flush=True)
     return rows
 
 
@@ -162,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     pairs, sweeps = (5, 2) if args.quick else (21, 5)
     print("[dense] kernel matrices (interleaved pairs, one thread)", flush=True)
     kern = bench_kernel(pairs)
+    print("[dense] surrogate-data algebra (interleaved pairs, one thread)", flush=True)
+    surr = bench_surrogate(pairs)
     print("[dense] Ionosphere sweeps (one chain)", flush=True)
     sweep = bench_sweep(sweeps)
     out = args.out or OUT
@@ -172,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
                        "load_1min": os.getloadavg()[0]},
            "settings": {"pairs": pairs, "sweeps": sweeps, "numba_threads": 1,
                         "blas_threads": 1},
-           "kernel": kern, "sweep": sweep}
+           "kernel": kern, "surrogate": surr, "sweep": sweep}
     out.write_text(json.dumps(res, indent=1))
     print(f"[dense] wrote {out}", flush=True)
     return 0

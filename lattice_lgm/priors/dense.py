@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 from scipy import linalg
+from scipy.linalg.blas import dsyrk as _dsyrk
 
 from .._validation import finite_array
 from ..covariance import Covariance
@@ -229,31 +230,35 @@ class DensePrior(GaussianPrior):
         return type(self)(self.x, kernel, jitter=self._jitter_arg, shape=self.shape)
 
     def _surrogate(self, g: np.ndarray, precision: np.ndarray) -> SurrogateConditional:
-        # Stable forms (Rasmussen & Williams 2006, Alg. 3.1; DESIGN §4).  With K = L Lᵀ:
-        #   A = I + Lᵀ Π L  (eigenvalues ≥ 1),  R = (K⁻¹ + Π)⁻¹ = L A⁻¹ Lᵀ,  L_R = L L_A⁻ᵀ;
-        #   over observed sites O, B = I + Π_O^½ K_OO Π_O^½ and
-        #   log N(g_O; 0, K_OO + S_O) = −½ g̃ᵀB⁻¹g̃ − ½ log|B| + ½ Σ log π_O − ½ n_O log 2π,
-        #   with g̃ = Π_O^½ g_O (no division by a small precision anywhere).
+        # Stable forms (Rasmussen & Williams 2006, Alg. 3.1; DESIGN §4).  With K = L Lᵀ and
+        # W = Π^½ L:  A = I + WᵀW (eigenvalues ≥ 1),  R = (K⁻¹ + Π)⁻¹ = L A⁻¹ Lᵀ,
+        # L_R = L L_A⁻ᵀ, and the posterior mean m = R Π g = L y with y = L_A⁻ᵀ L_A⁻¹ Lᵀ Π g.
+        # One factorisation serves the marginal over the observed sites O too:
+        #   log N(g_O; 0, K_OO + S_O) = −½ q − log|L_A| + ½ Σ_O log π − ½ n_O log 2π,
+        # since |I + Π_O^½ K_OO Π_O^½| = |A| (Sylvester), and
+        #   q = g_Oᵀ(K_OO + S_O)⁻¹g_O = min_f (g − f)ᵀΠ(g − f) + fᵀK⁻¹f
+        #     = Σ_O π (g − m)² + ‖y‖²,
+        # a sum of two non-negative terms (no cancellation, no division by a small precision).
+        # A comes from a symmetric rank-n update (dsyrk: one triangle, half a gemm's flops).
         pi = precision.ravel()
         obs = pi > 0
         gf = self._flat(g)
         n = len(pi)
         lmat = self.chol
-        a = np.eye(n) + (lmat.T * pi) @ lmat
+        w = np.sqrt(pi)[:, None] * lmat
+        # wᵀ is F-contiguous, so dsyrk(trans=0) forms wᵀ(wᵀ)ᵀ = WᵀW without copying W
+        a = _dsyrk(1.0, w.T, trans=0, lower=1)
+        a[np.diag_indices(n)] += 1.0
         la = linalg.cholesky(a, lower=True, check_finite=False)
-        # mean = L A⁻¹ Lᵀ Π g
         rhs = (gf * pi) @ lmat  # (c, n) = (Lᵀ Π g)ᵀ
-        mean = (linalg.cho_solve((la, True), rhs.T, check_finite=False).T @ lmat.T)
-        # marginal over observed sites
+        z = linalg.solve_triangular(la, rhs.T, lower=True, check_finite=False)
+        y = linalg.solve_triangular(la, z, lower=True, trans="T", check_finite=False)  # (n, c)
+        mean = y.T @ lmat.T
         n_obs = int(obs.sum())
         if n_obs:
-            sq = np.sqrt(pi[obs])
-            kb = self.cov[np.ix_(obs, obs)] + self.jitter * np.eye(n_obs)
-            b = np.eye(n_obs) + sq[:, None] * kb * sq[None, :]
-            lb = linalg.cholesky(b, lower=True, check_finite=False)
-            gt = gf[:, obs] * sq
-            v = linalg.solve_triangular(lb, gt.T, lower=True, check_finite=False)
-            logm = (-0.5 * np.sum(v * v, axis=0) - np.sum(np.log(np.diag(lb)))
+            resid = (gf - mean)[:, obs]
+            q = np.sum(pi[obs] * resid * resid, axis=1) + np.sum(y * y, axis=0)
+            logm = (-0.5 * q - np.sum(np.log(np.diag(la)))
                     + 0.5 * np.sum(np.log(pi[obs])) - 0.5 * n_obs * LOG_2PI)
         else:
             logm = np.zeros(len(g))
