@@ -109,10 +109,13 @@ def test_compare_detects_a_shifted_cell():
 # -- the quick run ---------------------------------------------------------------------------------
 def test_quick_pairs_end_to_end_and_rerun(tmp_path):
     out = tmp_path / "q"
-    argv = ["--quick", "--experiments", "mining", "gmrf", "--out", str(out)]
+    argv = ["--quick", "--experiments", "mining", "gmrf", "--mining-draws", "30",
+            "--out", str(out)]
     assert S.main(argv) == 0
     res = json.loads((out / "structured.json").read_text())
     assert res["mode"] == "quick" and set(res["experiments"]) == {"mining", "gmrf"}
+    assert res["settings"]["mining_draws"] == 30 and res["settings"]["draws"] == S.QUICK.draws
+    assert len(list((out / "work").glob("mining_*_d30_f1.zarr"))) == 2
     for k in ("mining", "gmrf"):
         e = res["experiments"][k]
         assert set(e["hyper"]) == {"log sd", "log range", "mean"}
@@ -137,6 +140,8 @@ def test_quick_pairs_end_to_end_and_rerun(tmp_path):
 def test_bad_arguments_are_refused_before_any_run(tmp_path):
     with pytest.raises(InvalidParameterError, match="--chains=1"):
         S.main(["--chains", "1", "--out", str(tmp_path)])
+    with pytest.raises(InvalidParameterError, match="--mining-draws=5 is too small"):
+        S.main(["--mining-draws", "5", "--out", str(tmp_path)])
     assert not (tmp_path / "work").exists()
 
 
