@@ -127,7 +127,12 @@ def _check_outputs(out: Path, datasets: list[str]) -> dict:
         for k in H.METRICS:
             assert d["summary"]["normaliser"][k] > 0
             assert d["summary"]["normalised"]["surr-site"][k]["mean"] == pytest.approx(1.0)
+        for m in d["methods"]:  # every hyperparameter's R-hat, and the largest in the summary
+            rh = d["runs"][m]["rhat"]
+            assert len(rh) == d["info"]["n_hyper"] and all(v >= 0.9 for v in rh.values())
+            assert d["summary"]["rhat_max"][m] == max(rh.values())
     md = (out / "hyper2010.md").read_text()
+    assert "## Convergence: the largest hyperparameter R-hat of each run" in md
     for k in H.METRICS:
         assert f"Effective samples {H.METRIC_LABEL[k]}" in md
     assert "surr-site (paper)" in md
@@ -146,9 +151,31 @@ def test_quick_mining_end_to_end_and_resume(tmp_path):
     res = _check_outputs(out, ["mining"])
     # a second start skips the finished runs (their result.json) and reports the same numbers
     first = res["datasets"]["mining"]["runs"]["surr-site"]["chains"]
+    # a result written before R-hat was reported gets it from its store on the next start
+    done = next((out / "work" / "mining").glob("surr-site_*.result.json"))
+    old = json.loads(done.read_text())
+    rhat = old.pop("rhat")
+    done.write_text(json.dumps(old))
     assert H.main(["--quick", "--datasets", "mining", "--out", str(out)]) == 0
     again = json.loads((out / "hyper2010.json").read_text())
     assert again["datasets"]["mining"]["runs"]["surr-site"]["chains"] == first
+    assert again["datasets"]["mining"]["runs"]["surr-site"]["rhat"] == rhat
+
+
+def test_hyper_rhat_flags_chains_that_have_not_mixed(tmp_path):
+    """Two chains around different values get a large R-hat; draws of one law get ≈ 1."""
+    import xarray as xr
+
+    rng = np.random.default_rng(5)
+    same = rng.standard_normal((3, 400))
+    apart = same + np.array([0.0, 0.0, 3.0])[:, None]
+    ds = xr.Dataset({"sd": (("chain", "draw"), same), "range": (("chain", "draw"), apart),
+                     "f": (("chain", "draw", "cell"), rng.standard_normal((3, 400, 2)))})
+    ds.to_zarr(tmp_path / "s.zarr", group="posterior", consolidated=False)
+    rh = H.hyper_rhat(tmp_path / "s.zarr")
+    assert set(rh) == {"sd", "range"}  # the field is not a hyperparameter
+    # 1200 iid draws: split R-hat exceeds 1.02 with probability far below 1e-6
+    assert rh["sd"] < 1.02 and rh["range"] > 1.5
 
 
 @pytest.mark.slow

@@ -507,6 +507,32 @@ def sample_traced(model: Any, sweep: Any, *, n_chains: int, n_iter: int, n_burn:
     return tree, post, start
 
 
+def hyper_rhat(store: Path) -> dict[str, float]:
+    """Rank-normalised split R-hat (ArviZ) of every hyperparameter over the sampling sweeps.
+
+    Above ~1.05 the chains have not forgotten their starts (prior draws), and the effective
+    samples of their complete-data trace measure that transient rather than the stationary
+    mixing Figure 3 compares.
+
+    Returns
+    -------
+    dict
+        hyperparameter name → R-hat over the store's chains (NaN-free: a constant trace, e.g.
+        a hyperparameter that never moved, gives ``inf``).
+    """
+    import arviz as az
+    import xarray as xr
+
+    pos = xr.open_zarr(store, group="posterior")
+    out = {}
+    for name in pos.data_vars:
+        if pos[name].dims != ("chain", "draw"):
+            continue  # the latent field and other non-scalar draws
+        r = float(az.rhat(np.asarray(pos[name].values, dtype=float)))
+        out[str(name)] = r if math.isfinite(r) else math.inf
+    return out
+
+
 def run_one(prob: Problem, method: str, *, n_chains: int, n_iter: int, n_burn: int,
             seed: int, store: Path) -> dict[str, Any]:
     """All chains of one (data set, method) into (or resumed from) ``store``; their metrics.
@@ -521,7 +547,11 @@ def run_one(prob: Problem, method: str, *, n_chains: int, n_iter: int, n_burn: i
     """
     done = store.with_suffix(".result.json")
     if done.exists():
-        return json.loads(done.read_text())
+        out = json.loads(done.read_text())
+        if "rhat" not in out and (store / "zarr.json").exists():  # a result from before R-hat
+            out["rhat"] = hyper_rhat(store)
+            done.write_text(json.dumps(out, indent=1))
+        return out
     tree, post, start = sample_traced(
         prob.model, _build_sweep(prob.model, method), n_chains=n_chains, n_iter=n_iter,
         n_burn=n_burn, seed=seed, store=store)
@@ -547,7 +577,7 @@ def run_one(prob: Problem, method: str, *, n_chains: int, n_iter: int, n_burn: i
         })
     out = {"method": method, "seed": seed, "n_chains": n_chains, "n_iter": n_iter,
            "n_burn": n_burn, "store": str(store), "resumed": start > 0,
-           "seconds_sampling": seconds, "chains": chains}
+           "seconds_sampling": seconds, "rhat": hyper_rhat(store), "chains": chains}
     done.write_text(json.dumps(out, indent=1))
     return out
 
@@ -569,7 +599,8 @@ def summarise(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     dict
         ``raw[method][metric]`` (mean, se, n), ``normaliser[metric]`` (the surr-site mean, or
         ``None`` when surr-site did not run), ``normalised[method][metric]`` (mean and se divided
-        by the normaliser), ``evals_per_cov[method]`` and ``ess[method]``.
+        by the normaliser), ``evals_per_cov[method]`` and ``rhat_max[method]`` (the largest
+        hyperparameter R-hat of the run, ``None`` when its store is gone).
     """
     raw = {m: {k: _mean_se([c[k] for c in r["chains"]]) for k in (*METRICS, "ess", "n_loglik",
                                                                     "n_cov")}
@@ -586,10 +617,16 @@ def summarise(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
                 normalised[m][k] = {"mean": None, "se": None}
     epc = {m: (s["n_loglik"]["mean"] / s["n_cov"]["mean"] if s["n_cov"]["mean"] else None)
            for m, s in raw.items()}
-    return {"raw": raw, "normaliser": norm, "normalised": normalised, "evals_per_cov": epc}
+    rhat = {m: (max(r["rhat"].values()) if r.get("rhat") else None) for m, r in runs.items()}
+    return {"raw": raw, "normaliser": norm, "normalised": normalised, "evals_per_cov": epc,
+            "rhat_max": rhat}
 
 
 # -- output ----------------------------------------------------------------------------------------
+#: R-hat above which a run's chains are flagged as not mixed (Vehtari et al. 2021)
+RHAT_OK = 1.05
+
+
 def _g(x: float | None, digits: int = 2) -> str:
     return "–" if x is None else f"{x:.{digits}g}"
 
@@ -654,6 +691,17 @@ def markdown(res: dict[str, Any]) -> str:
         raw = res["datasets"][n]["summary"]["raw"]
         lines.append(f"| {n} | " + " | ".join(
             "–" if m not in raw else f"{raw[m]['ess']['mean']:.1f} ± {raw[m]['ess']['se']:.1f}"
+            for m in methods) + " |")
+    lines += ["", "## Convergence: the largest hyperparameter R-hat of each run", "",
+              "Rank-normalised split R-hat (ArviZ) over the sampling sweeps of the chains, the "
+              "largest over the hyperparameters. The chains start from prior draws; above 1.05 "
+              "they had not forgotten those starts by the end of the run, and their effective "
+              "samples measure the transient, not the stationary mixing the paper compares.", "",
+              "| data set | " + " | ".join(methods) + " |", "|---" * (len(methods) + 1) + "|"]
+    for n in names:
+        rh = res["datasets"][n]["summary"].get("rhat_max", {})
+        lines.append(f"| {n} | " + " | ".join(
+            "–" if rh.get(m) is None else f"{rh[m]:.2f}" + (" ⚠" if rh[m] > RHAT_OK else "")
             for m in methods) + " |")
     lines += ["", "## The experiments", ""]
     for n in names:
