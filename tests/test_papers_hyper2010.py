@@ -162,6 +162,7 @@ def test_quick_mining_end_to_end_and_resume(tmp_path):
     assert again["datasets"]["mining"]["runs"]["surr-site"]["rhat"] == rhat
 
 
+@pytest.mark.filterwarnings("ignore:Consolidated metadata:UserWarning")
 def test_hyper_rhat_flags_chains_that_have_not_mixed(tmp_path):
     """Two chains around different values get a large R-hat; draws of one law get ≈ 1."""
     import xarray as xr
@@ -171,7 +172,7 @@ def test_hyper_rhat_flags_chains_that_have_not_mixed(tmp_path):
     apart = same + np.array([0.0, 0.0, 3.0])[:, None]
     ds = xr.Dataset({"sd": (("chain", "draw"), same), "range": (("chain", "draw"), apart),
                      "f": (("chain", "draw", "cell"), rng.standard_normal((3, 400, 2)))})
-    ds.to_zarr(tmp_path / "s.zarr", group="posterior", consolidated=False)
+    ds.to_zarr(tmp_path / "s.zarr", group="posterior")  # consolidated, as the run stores
     rh = H.hyper_rhat(tmp_path / "s.zarr")
     assert set(rh) == {"sd", "range"}  # the field is not a hyperparameter
     # 1200 iid draws: split R-hat exceeds 1.02 with probability far below 1e-6
