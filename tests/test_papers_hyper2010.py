@@ -130,7 +130,7 @@ def _check_outputs(out: Path, datasets: list[str]) -> dict:
         for m in d["methods"]:  # every hyperparameter's R-hat, and the largest in the summary
             rh = d["runs"][m]["rhat"]
             assert len(rh) == d["info"]["n_hyper"] and all(v >= 0.9 for v in rh.values())
-            assert d["summary"]["rhat_max"][m] == max(rh.values())
+            assert d["summary"]["rhat"][m] == {"max": max(rh.values()), "stuck": []}
     md = (out / "hyper2010.md").read_text()
     assert "## Convergence: the largest hyperparameter R-hat of each run" in md
     for k in H.METRICS:
@@ -170,13 +170,17 @@ def test_hyper_rhat_flags_chains_that_have_not_mixed(tmp_path):
     rng = np.random.default_rng(5)
     same = rng.standard_normal((3, 400))
     apart = same + np.array([0.0, 0.0, 3.0])[:, None]
+    stuck = np.repeat([[0.0], [0.0], [1.0]], 400, axis=1)  # constant within each chain
     ds = xr.Dataset({"sd": (("chain", "draw"), same), "range": (("chain", "draw"), apart),
-                     "f": (("chain", "draw", "cell"), rng.standard_normal((3, 400, 2)))})
+                     "mean": (("chain", "draw"), np.zeros((3, 400))),  # fixed, not sampled
+                     "beta": (("chain", "draw"), stuck)})
     ds.to_zarr(tmp_path / "s.zarr", group="posterior")  # consolidated, as the run stores
-    rh = H.hyper_rhat(tmp_path / "s.zarr")
-    assert set(rh) == {"sd", "range"}  # the field is not a hyperparameter
+    rh = H.hyper_rhat(tmp_path / "s.zarr", ["sd", "range", "beta"])
+    assert set(rh) == {"sd", "range", "beta"}  # only the names given
     # 1200 iid draws: split R-hat exceeds 1.02 with probability far below 1e-6
-    assert rh["sd"] < 1.02 and rh["range"] > 1.5
+    assert rh["sd"] < 1.02 and rh["range"] > 1.5 and rh["beta"] is None
+    assert H.rhat_summary(rh) == {"max": rh["range"], "stuck": ["beta"]}
+    assert H.rhat_summary(None) == {"max": None, "stuck": []}
 
 
 @pytest.mark.slow

@@ -507,30 +507,46 @@ def sample_traced(model: Any, sweep: Any, *, n_chains: int, n_iter: int, n_burn:
     return tree, post, start
 
 
-def hyper_rhat(store: Path) -> dict[str, float]:
-    """Rank-normalised split R-hat (ArviZ) of every hyperparameter over the sampling sweeps.
+def hyper_rhat(store: Path, names: Sequence[str]) -> dict[str, float | None]:
+    """Rank-normalised split R-hat (ArviZ) of each hyperparameter over the sampling sweeps.
 
     Above ~1.05 the chains have not forgotten their starts (prior draws), and the effective
     samples of their complete-data trace measure that transient rather than the stationary
     mixing Figure 3 compares.
 
+    Parameters
+    ----------
+    store : Path
+        A run store of :func:`lattice_lgm.runs.sample`.
+    names : sequence of str
+        The model's hyperparameters (``LatentGaussianModel.hyper_names``); other scalar
+        draws in the store (a fixed mean offset) are not sampled and have no R-hat.
+
     Returns
     -------
     dict
-        hyperparameter name → R-hat over the store's chains (NaN-free: a constant trace, e.g.
-        a hyperparameter that never moved, gives ``inf``).
+        name → R-hat over the store's chains, or ``None`` where it is not finite (a
+        hyperparameter that never moved within its chains): report that as not mixed.
     """
     import arviz as az
     import xarray as xr
 
     pos = xr.open_zarr(store, group="posterior")
-    out = {}
-    for name in pos.data_vars:
-        if pos[name].dims != ("chain", "draw"):
-            continue  # the latent field and other non-scalar draws
-        r = float(az.rhat(np.asarray(pos[name].values, dtype=float)))
-        out[str(name)] = r if math.isfinite(r) else math.inf
+    out: dict[str, float | None] = {}
+    for name in names:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = float(az.rhat(np.asarray(pos[name].values, dtype=float)))
+        out[name] = r if math.isfinite(r) else None
     return out
+
+
+def rhat_summary(rhat: dict[str, float | None] | None) -> dict[str, Any]:
+    """The largest finite R-hat of a run and the hyperparameters whose R-hat is not finite."""
+    if not rhat:
+        return {"max": None, "stuck": []}
+    finite = [v for v in rhat.values() if v is not None]
+    return {"max": max(finite) if finite else None,
+            "stuck": [k for k, v in rhat.items() if v is None]}
 
 
 def run_one(prob: Problem, method: str, *, n_chains: int, n_iter: int, n_burn: int,
@@ -549,7 +565,7 @@ def run_one(prob: Problem, method: str, *, n_chains: int, n_iter: int, n_burn: i
     if done.exists():
         out = json.loads(done.read_text())
         if "rhat" not in out and (store / "zarr.json").exists():  # a result from before R-hat
-            out["rhat"] = hyper_rhat(store)
+            out["rhat"] = hyper_rhat(store, prob.model.hyper_names)
             done.write_text(json.dumps(out, indent=1))
         return out
     tree, post, start = sample_traced(
@@ -577,7 +593,8 @@ def run_one(prob: Problem, method: str, *, n_chains: int, n_iter: int, n_burn: i
         })
     out = {"method": method, "seed": seed, "n_chains": n_chains, "n_iter": n_iter,
            "n_burn": n_burn, "store": str(store), "resumed": start > 0,
-           "seconds_sampling": seconds, "rhat": hyper_rhat(store), "chains": chains}
+           "seconds_sampling": seconds, "rhat": hyper_rhat(store, prob.model.hyper_names),
+           "chains": chains}
     done.write_text(json.dumps(out, indent=1))
     return out
 
@@ -599,8 +616,8 @@ def summarise(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     dict
         ``raw[method][metric]`` (mean, se, n), ``normaliser[metric]`` (the surr-site mean, or
         ``None`` when surr-site did not run), ``normalised[method][metric]`` (mean and se divided
-        by the normaliser), ``evals_per_cov[method]`` and ``rhat_max[method]`` (the largest
-        hyperparameter R-hat of the run, ``None`` when its store is gone).
+        by the normaliser), ``evals_per_cov[method]`` and ``rhat[method]``
+        (:func:`rhat_summary` of the run's hyperparameter R-hats).
     """
     raw = {m: {k: _mean_se([c[k] for c in r["chains"]]) for k in (*METRICS, "ess", "n_loglik",
                                                                     "n_cov")}
@@ -617,9 +634,8 @@ def summarise(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
                 normalised[m][k] = {"mean": None, "se": None}
     epc = {m: (s["n_loglik"]["mean"] / s["n_cov"]["mean"] if s["n_cov"]["mean"] else None)
            for m, s in raw.items()}
-    rhat = {m: (max(r["rhat"].values()) if r.get("rhat") else None) for m, r in runs.items()}
     return {"raw": raw, "normaliser": norm, "normalised": normalised, "evals_per_cov": epc,
-            "rhat_max": rhat}
+            "rhat": {m: rhat_summary(r.get("rhat")) for m, r in runs.items()}}
 
 
 # -- output ----------------------------------------------------------------------------------------
@@ -633,6 +649,19 @@ def _g(x: float | None, digits: int = 2) -> str:
 
 def _e(x: float | None) -> str:
     return "–" if x is None else f"{x:.1e}"
+
+
+def _unmixed(r: dict[str, Any]) -> bool:
+    return bool(r["stuck"]) or (r["max"] is not None and r["max"] > RHAT_OK)
+
+
+def _unmixed_note(summ: dict[str, Any]) -> str:
+    """A sentence naming the runs whose R-hat says their chains had not mixed (or '')."""
+    bad = [m for m, r in summ.get("rhat", {}).items() if _unmixed(r)]
+    if not bad:
+        return ""
+    return (f" Not mixed (R-hat > {RHAT_OK}): {', '.join(bad)}; their effective samples "
+            "measure the walk from the start, so this order is not the paper's comparison.")
 
 
 def markdown(res: dict[str, Any]) -> str:
@@ -699,10 +728,12 @@ def markdown(res: dict[str, Any]) -> str:
               "samples measure the transient, not the stationary mixing the paper compares.", "",
               "| data set | " + " | ".join(methods) + " |", "|---" * (len(methods) + 1) + "|"]
     for n in names:
-        rh = res["datasets"][n]["summary"].get("rhat_max", {})
+        rh = res["datasets"][n]["summary"].get("rhat", {})
         lines.append(f"| {n} | " + " | ".join(
-            "–" if rh.get(m) is None else f"{rh[m]:.2f}" + (" ⚠" if rh[m] > RHAT_OK else "")
-            for m in methods) + " |")
+            "–" if m not in rh or (rh[m]["max"] is None and not rh[m]["stuck"]) else
+            ("" if rh[m]["max"] is None else f"{rh[m]['max']:.3f}")
+            + (f" (never moved: {', '.join(rh[m]['stuck'])})" if rh[m]["stuck"] else "")
+            + (" ⚠" if _unmixed(rh[m]) else "") for m in methods) + " |")
     lines += ["", "## The experiments", ""]
     for n in names:
         info = res["datasets"][n]["info"]
@@ -719,7 +750,7 @@ def markdown(res: dict[str, Any]) -> str:
                      "likelihood evaluation" + ("" if rel else " (raw: surr-site did not run)")
                      + ": " + " > ".join(
                          f"{m} ({d[m]['per_loglik']['mean']:.2{'f' if rel else 'e'}})"
-                         for m in order) + ".")
+                         for m in order) + "." + _unmixed_note(summ))
     lines += [
         "", "## Differences from the paper", "",
         "- Hyperpriors: the paper's text states none (except the law of the synthetic "
