@@ -770,7 +770,10 @@ def markdown(res: dict[str, Any]) -> str:
         "inside K_θ for the sampler and for the complete-data term alike.", ""]
     missing = {n: [m for m in APPLICABLE[n] if m not in res["datasets"][n]["runs"]]
                for n in names}
-    if st.get("finished_only"):
+    if st.get("finished_only") and not any(missing.values()):
+        lines += ["Assembled with `--finished-only`: every applicable run of these data sets had "
+                  "finished.", ""]
+    elif st.get("finished_only"):
         lines += ["**Partial.** Assembled with `--finished-only` from the runs that had "
                   "finished; left out: " + "; ".join(
                       f"{n}: {', '.join(v) or 'none'}" for n, v in missing.items()) + "; "
