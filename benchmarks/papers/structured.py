@@ -52,7 +52,7 @@ posteriors are the same.
 Usage::
 
     python benchmarks/papers/structured.py --quick    # ~2 min; results/quick/ (git-ignored)
-    python benchmarks/papers/structured.py            # full mode: ~1.5 h on 2 cores, resumable
+    python benchmarks/papers/structured.py            # full mode: ~2.5 h on 2 cores, resumable
     python benchmarks/papers/structured.py --experiments mining redwoods --chains 4 \
         --draws 500 --tune 100 --out /tmp/structured
 
