@@ -203,3 +203,42 @@ def test_finished_only_reports_finished_runs_and_samples_nothing(tmp_path):
     md = (out / "hyper2010.md").read_text()
     assert "**Partial.**" in md and "mining: fixed, surr-site, post-site" in md
     assert "raw: surr-site did not run" in md
+
+
+def test_protocol_per_data_set_names_the_store_and_the_report(tmp_path):
+    out = tmp_path / "q"
+    argv = ["--quick", "--datasets", "mining", "--methods", "surr-site", "--out", str(out)]
+    assert H.main([*argv, "--protocol", "mining=3,2,12"]) == 0
+    res = json.loads((out / "hyper2010.json").read_text())
+    d = res["datasets"]["mining"]
+    assert d["protocol"] == {"n_chains": 3, "n_burn": 2, "n_iter": 12}
+    run = d["runs"]["surr-site"]
+    assert (run["n_chains"], run["n_burn"], run["n_iter"]) == (3, 2, 12)
+    assert len(run["chains"]) == 3
+    assert (out / "work" / "mining" / "surr-site_c3_it12_b2.result.json").exists()
+    assert res["mode"] == "quick" and res["settings"]["protocol_overrides"] == {  # sizes
+        "mining": d["protocol"]}
+    md = (out / "hyper2010.md").read_text()
+    assert "| mining | 3 | 2 | 12 | 10 | 1000 | 20000 |" in md
+
+
+@pytest.mark.parametrize("spec, match", [
+    ("mining=3,2", "not DATASET=CHAINS,BURN_IN,SWEEPS"),
+    ("mining:3,2,12", "not DATASET=CHAINS,BURN_IN,SWEEPS"),
+    ("mining=3,-2,12", "not DATASET=CHAINS,BURN_IN,SWEEPS"),
+    ("coal=3,2,12", "data set 'coal' is unknown"),
+    ("mining=1,2,12", "at least 2 chains"),
+    ("mining=3,2,5", "10 sampling sweeps"),
+    ("redwoods=3,2,12", "which this run does not include"),
+])
+def test_protocol_refuses_bad_values_before_any_run(tmp_path, spec, match):
+    out = tmp_path / "q"
+    with pytest.raises(InvalidParameterError, match=match):
+        H.main(["--quick", "--datasets", "mining", "--out", str(out), "--protocol", spec])
+    assert not (out / "work").exists()
+
+
+def test_protocol_twice_for_one_data_set_is_refused(tmp_path):
+    with pytest.raises(InvalidParameterError, match="names a data set twice"):
+        H.main(["--quick", "--datasets", "mining", "--out", str(tmp_path / "q"),
+                "--protocol", "mining=3,2,12", "--protocol", "mining=2,2,12"])

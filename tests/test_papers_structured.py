@@ -60,7 +60,8 @@ def _draws(rng, shift=0.0, chains=4, draws=2000, cells=30):
           "range": np.exp(0.2 * rng.standard_normal((chains, draws))),
           "mean": 5.0 + 0.3 * rng.standard_normal((chains, draws))}
     eta = rng.standard_normal((chains, draws, cells))
-    return {"theta": th, "eta": eta, "seconds": 2.0, "timing_complete": True}
+    return {"theta": th, "eta": eta, "seconds": 2.0, "tune": 0, "draws": draws,
+            "timing_complete": True}
 
 
 def test_compare_agrees_on_independent_draws_of_one_distribution():
@@ -73,6 +74,7 @@ def test_compare_agrees_on_independent_draws_of_one_distribution():
     assert r["z_bound_hyper"] == pytest.approx(S.bonferroni(12))
     assert r["cells"]["n"] == 30 and r["cells"]["over_bound"] == 0
     assert r["speed"]["ratio_seconds_per_sweep"] == pytest.approx(1.0)
+    assert r["speed"]["a"]["seconds_per_sweep"] == pytest.approx(2.0 / 2000)
 
 
 def test_compare_detects_a_shift_of_log_sd():
@@ -142,7 +144,24 @@ def test_bad_arguments_are_refused_before_any_run(tmp_path):
         S.main(["--chains", "1", "--out", str(tmp_path)])
     with pytest.raises(InvalidParameterError, match="--mining-draws=5 is too small"):
         S.main(["--mining-draws", "5", "--out", str(tmp_path)])
+    for bad, match in (("1000", "not BURN_IN,SWEEPS"), ("1000,x", "not BURN_IN,SWEEPS"),
+                       ("-1,3000", "not BURN_IN,SWEEPS"), ("10,5", "at least 10 sampling")):
+        with pytest.raises(InvalidParameterError, match=match):
+            S.main([f"--redwoods-length={bad}", "--out", str(tmp_path)])
     assert not (tmp_path / "work").exists()
+
+
+def test_redwoods_length_sets_the_25_by_25_runs_only(tmp_path):
+    out = tmp_path / "q"
+    assert S.main(["--quick", "--experiments", "redwoods", "--redwoods-length", "3,12",
+                   "--out", str(out)]) == 0
+    res = json.loads((out / "structured.json").read_text())
+    assert res["settings"]["redwoods"] == [3, 12] and res["settings"]["draws"] == S.QUICK.draws
+    assert len(list((out / "work").glob("redwoods_*_10x10_c2_t3_d12_f1.zarr"))) == 2
+    sp = res["experiments"]["redwoods"]["speed"]
+    assert (sp["a"]["tune"], sp["a"]["draws"], sp["b"]["draws"]) == (3, 12, 12)
+    assert sp["a"]["seconds_per_sweep"] == pytest.approx(sp["a"]["seconds"] / 12)
+    assert "redwoods 10 × 10 3 + 12" in (out / "structured.md").read_text()
 
 
 @pytest.mark.slow

@@ -126,6 +126,10 @@ class Settings:
     # the paper's mining length (Murray & Adams 2010 §5: 20,000 iterations); 112 cells cost
     # 0.04 s per sweep of four chains, and at 2000 sweeps neither backend had mixed (R-hat 1.2)
     mining_draws: int = 20000
+    # (burn-in, sampling sweeps) of the 25 × 25 redwoods runs (the circulant/dense pair and the
+    # coarse side of redwoods128): at 200 + 1000 the dense chains had not forgotten their
+    # starts in the range (R-hat 1.72); the paper's 1000 burn-in sweeps, and 3000 after them
+    redwoods: tuple[int, int] = (1000, 3000)
     bins: int = 25
     fine_bins: int = 128
     bei_cells: tuple[float, ...] = (5.0, 20.0)
@@ -137,7 +141,8 @@ class Settings:
     timing_rounds: int = 3
 
 
-QUICK = Settings(chains=2, tune=10, draws=40, mining_draws=60, bins=10, fine_bins=32,
+QUICK = Settings(chains=2, tune=10, draws=40, mining_draws=60, redwoods=(10, 40), bins=10,
+                 fine_bins=32,
                  bei_cells=(50.0,), bei_chains=2, bei_tune=5, bei_draws=15, fine_thin_fields=2,
                  timing_sweeps=3, timing_rounds=1)
 
@@ -323,7 +328,8 @@ def run(prob: Problem, *, chains: int, tune: int, draws: int, seed: int, work: P
         idx = np.searchsorted(np.asarray(pos["draw"].values), np.asarray(fields["draw"].values))
         shift = theta["mean"][:, idx, None]
     return {"tag": tag, "store": str(store), "theta": theta, "eta": f + shift,
-            "seconds": float(post[:, 0, 2].sum()), "info": prob.info,
+            "seconds": float(post[:, 0, 2].sum()), "tune": tune, "draws": draws,
+            "info": prob.info,
             "timing_complete": not tune < start < tune + draws}
 
 
@@ -436,7 +442,8 @@ def ess_summary(r: dict[str, Any]) -> dict[str, Any]:
             for n in ("sd", "range", "mean") if n in r["theta"]}
     s = r["seconds"]
     return {"hyper": hyper, "min_hyper": min(hyper.values()), "median_cells": float(
-        np.median(eta)), "rhat": rhat, "seconds": s, "timing_complete": r["timing_complete"],
+        np.median(eta)), "rhat": rhat, "seconds": s, "tune": r["tune"], "draws": r["draws"],
+            "seconds_per_sweep": s / r["draws"], "timing_complete": r["timing_complete"],
             "min_hyper_per_s": min(hyper.values()) / s, "median_cells_per_s": float(
         np.median(eta)) / s}
 
@@ -523,12 +530,14 @@ def run_all(names: Sequence[str], st: Settings, work: Path) -> dict[str, Any]:
     res: dict[str, Any] = {}
     models: dict[str, Any] = {}
 
-    def get(key: str, build: Any, draws: int, thin: int = 1) -> dict[str, Any]:
+    def get(key: str, build: Any, draws: int, thin: int = 1, tune: int | None = None
+            ) -> dict[str, Any]:
         if key not in runs:
             prob = build()
             models[key] = prob.model
             print(f"[structured] {key}: {prob.info}", flush=True)
-            runs[key] = run(prob, chains=st.chains, tune=st.tune, draws=draws,
+            runs[key] = run(prob, chains=st.chains,
+                            tune=st.tune if tune is None else tune, draws=draws,
                             seed=_seed("structured", prob.name, 0),
                             work=work, thin_fields=thin)
             s = runs[key]["seconds"]
@@ -561,9 +570,11 @@ def run_all(names: Sequence[str], st: Settings, work: Path) -> dict[str, Any]:
         res["mining"] = timed("mining/circulant", "mining/dense", {
             "pair": ["circulant", "dense"], "a": c["info"], "b": d["info"], **compare(c, d)})
     if "redwoods" in names or "redwoods128" in names:
-        c25 = get("redwoods/circulant", lambda: redwoods_problem("circulant", b), st.draws)
+        c25 = get("redwoods/circulant", lambda: redwoods_problem("circulant", b),
+                  st.redwoods[1], tune=st.redwoods[0])
     if "redwoods" in names:
-        d25 = get("redwoods/dense", lambda: redwoods_problem("dense", b), st.draws)
+        d25 = get("redwoods/dense", lambda: redwoods_problem("dense", b), st.redwoods[1],
+                  tune=st.redwoods[0])
         res["redwoods"] = timed("redwoods/circulant", "redwoods/dense", {
             "pair": ["circulant", "dense"], "a": c25["info"], "b": d25["info"],
             **compare(c25, d25)})
@@ -626,7 +637,9 @@ def markdown(res: dict[str, Any]) -> str:
         "# The papers' Cox-process models on the structured backends",
         "",
         f"Mode **{res['mode']}**: {s['chains']} chains × ({s['tune']} burn-in + {s['draws']} "
-        f"sweeps; mining {s['mining_draws']}), `{REPRESENTATION}` slice moves of sd, range and "
+        f"sweeps; mining {s['tune']} + {s['mining_draws']}, redwoods {s['bins']} × {s['bins']} "
+        f"{s['redwoods'][0]} + {s['redwoods'][1]}), `{REPRESENTATION}` slice moves of sd, "
+        "range and "
         f"the mean, then {N_LATENT} elliptical slice updates per sweep; one Numba and one BLAS "
         f"thread. Total {res['seconds_total'] / 60:.1f} min. Produced by "
         "`benchmarks/papers/structured.py`; what is compared and how is in its docstring.",
@@ -675,9 +688,8 @@ def markdown(res: dict[str, Any]) -> str:
         for k in pairs:
             sp = res["experiments"][k]["speed"]
             a, b, il = sp["a"], sp["b"], sp.get("interleaved", {})
-            n_sw = s["mining_draws"] if k == "mining" else s["draws"]
             lines.append(
-                f"| {k} | {a['seconds'] / n_sw:.4f}, {b['seconds'] / n_sw:.4f} | "
+                f"| {k} | {a['seconds_per_sweep']:.4f}, {b['seconds_per_sweep']:.4f} | "
                 f"{_g(il.get('seconds_per_sweep_a'))}, {_g(il.get('seconds_per_sweep_b'))} | "
                 f"{a['min_hyper']:.0f}, {b['min_hyper']:.0f} | "
                 f"{_g(il.get('ratio_min_hyper_per_s'))} | {a['median_cells']:.0f}, "
@@ -701,7 +713,7 @@ def markdown(res: dict[str, Any]) -> str:
                 f"{p['sd']['q95']:.3g}] | {p['range']['median']:.3g} [{p['range']['q05']:.3g}, "
                 f"{p['range']['q95']:.3g}] | {p['mean']['median']:.3g} | "
                 f"{max(v['rhat'] for v in p.values()):.3f} | "
-                f"{e[key]['ess']['seconds'] / s['draws']:.4f} |")
+                f"{e[key]['ess']['seconds_per_sweep']:.4f} |")
         lines.append("")
     if "bei" in res["experiments"]:
         lines += ["### bei (the demo's LGCP, `~ elev + grad`, Matérn 3/2, PC priors)", "",
@@ -775,6 +787,26 @@ def figure(res: dict[str, Any], runs: dict[str, dict[str, Any]], path: Path) -> 
 
 
 # -- entry point ----------------------------------------------------------------------------------
+def parse_length(text: str) -> tuple[int, int]:
+    """``--redwoods-length``: ``BURN_IN,SWEEPS`` as two whole numbers (sweeps at least 10).
+
+    Raises
+    ------
+    InvalidParameterError
+        For anything else.
+    """
+    parts = text.split(",")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise InvalidParameterError(
+            f"--redwoods-length {text!r} is not BURN_IN,SWEEPS with whole numbers; e.g. "
+            "--redwoods-length 1000,3000.")
+    tune, draws = (int(p) for p in parts)
+    if draws < 10:
+        raise InvalidParameterError(
+            f"--redwoods-length {text!r}: give at least 10 sampling sweeps.")
+    return tune, draws
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the comparison (``--quick`` for the pipeline at tiny sizes); see the module doc."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -791,6 +823,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--mining-draws", type=int, default=None,
                     help=f"sampling sweeps of the mining pair (full mode: "
                          f"{Settings.mining_draws})")
+    ap.add_argument("--redwoods-length", default=None, metavar="BURN_IN,SWEEPS",
+                    help="burn-in and sampling sweeps of the 25 x 25 redwoods runs (full mode: "
+                         f"{','.join(map(str, Settings.redwoods))}; else --tune,--draws)")
     ap.add_argument("--threads", type=int, default=1, help="Numba threads (default 1)")
     args = ap.parse_args(argv)
     import numba
@@ -808,7 +843,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         setattr(st, k, v)
     if "draws" in custom and "mining_draws" not in custom:
         st.mining_draws = 2 * custom["draws"]
-    mode = "quick" if args.quick else "custom" if custom or args.experiments else "full"
+    if ("tune" in custom or "draws" in custom) and args.redwoods_length is None:
+        st.redwoods = (st.tune, st.draws)  # a custom length applies to every pair but mining
+    if args.redwoods_length is not None:
+        st.redwoods = parse_length(args.redwoods_length)
+    mode = ("quick" if args.quick else "custom" if custom or args.experiments
+            or args.redwoods_length is not None else "full")
     out = args.out or (QUICK_OUT if args.quick else RESULTS)
     work = args.work or out / "work"
     out.mkdir(parents=True, exist_ok=True)
@@ -821,7 +861,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs = exps.pop("_runs")
     res = {"mode": mode, "machine": _machine(), "representation": REPRESENTATION,
            "settings": {"chains": st.chains, "tune": st.tune, "draws": st.draws,
-                        "mining_draws": st.mining_draws, "bins": st.bins,
+                        "mining_draws": st.mining_draws, "redwoods": list(st.redwoods),
+                        "bins": st.bins,
                         "fine_bins": st.fine_bins, "bei_cells": list(st.bei_cells),
                         "bei_chains": st.bei_chains, "bei_tune": st.bei_tune,
                         "bei_draws": st.bei_draws, "alpha": ALPHA, "numba_threads":
