@@ -137,7 +137,11 @@ def _check_outputs(out: Path, datasets: list[str]) -> dict:
         assert f"Effective samples {H.METRIC_LABEL[k]}" in md
     assert "surr-site (paper)" in md
     for name in datasets:  # the paper's surr-site normalisers stand beside ours
-        assert f"{H.PAPER['surr_site_normalisers']['per_loglik'][name]:.1e}" in md
+        pn = H.PAPER["surr_site_normalisers"]["per_loglik"][name]
+        assert f"{pn:.1e}" in md
+        # and their ratio is stated among the differences
+        z = res["datasets"][name]["summary"]["normaliser"]["per_loglik"]
+        assert f" {name} {z / pn:.2g}× and " in md.split("- Absolute levels:")[1]
     png = (out / "hyper2010.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
     return res
