@@ -681,9 +681,7 @@ def markdown(res: dict[str, Any]) -> str:
     names = list(res["datasets"])
     methods = [m for m in METHODS if any(m in res["datasets"][n]["summary"]["raw"]
                                          for n in names)]
-    protos = {n: res["datasets"][n].get("protocol") or {
-        "n_chains": st["n_chains"], "n_burn": st["n_burn"],
-        "n_iter": st["n_iter_mining"] if n == "mining" else st["n_iter"]} for n in names}
+    protos = {n: res["datasets"][n]["protocol"] for n in names}
     lines = [
         "# Murray & Adams (2010): slice sampling covariance hyperparameters (Figure 3)", "",
         f"Mode **{res['mode']}**, with the chains and sweeps of each data set in the table "
@@ -848,9 +846,9 @@ def figure(res: dict[str, Any], path: Path) -> None:
         for n in names:
             z = res["datasets"][n]["summary"]["normaliser"][k]
             p = PAPER["surr_site_normalisers"][k].get(n)
-            pr = res["datasets"][n].get("protocol")
-            run = f"{pr['n_chains']}×({pr['n_burn']}+{pr['n_iter']})\n" if pr else ""
-            labels.append(f"{n}\n{run}x{_e(z)}\n(paper x{_e(p)})")
+            pr = res["datasets"][n]["protocol"]
+            labels.append(f"{n}\n{pr['n_chains']}×({pr['n_burn']}+{pr['n_iter']})\n"
+                          f"x{_e(z)}\n(paper x{_e(p)})")
         ax.set_xticklabels(labels, fontsize=8)
         ax.set_ylabel(f"effective samples {METRIC_LABEL[k]}\n(relative to surr-site)",
                       fontsize=9)
@@ -894,7 +892,6 @@ def parse_protocol(text: str) -> tuple[str, dict[str, int]]:
             f"--protocol {text!r}: give at least 2 chains (R-hat compares chains) and 10 "
             "sampling sweeps.")
     return name, {"n_chains": c, "n_burn": b, "n_iter": i}
-
 
 
 def main(argv: Sequence[str] | None = None) -> int:

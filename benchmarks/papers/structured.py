@@ -142,9 +142,8 @@ class Settings:
 
 
 QUICK = Settings(chains=2, tune=10, draws=40, mining_draws=60, redwoods=(10, 40), bins=10,
-                 fine_bins=32,
-                 bei_cells=(50.0,), bei_chains=2, bei_tune=5, bei_draws=15, fine_thin_fields=2,
-                 timing_sweeps=3, timing_rounds=1)
+                 fine_bins=32, bei_cells=(50.0,), bei_chains=2, bei_tune=5, bei_draws=15,
+                 fine_thin_fields=2, timing_sweeps=3, timing_rounds=1)
 
 
 # -- priors and models -----------------------------------------------------------------------------
