@@ -149,6 +149,8 @@ REDWOOD_BINS, REDWOOD_N = 25, 195
 N_CHAINS, N_BURN, N_ITER, N_ITER_MINING, N_LATENT = 10, 1000, 5000, 20_000, 10
 #: slice bracket width on the unconstrained scale (Algorithm 4's σ; not tuned)
 WIDTH = 3.0
+#: the fewest chains (R-hat compares chains) and sampling sweeps a run may ask for
+MIN_CHAINS, MIN_SWEEPS = 2, 10
 DATA_SEED = 2010
 
 
@@ -887,10 +889,10 @@ def parse_protocol(text: str) -> tuple[str, dict[str, int]]:
         raise InvalidParameterError(
             f"--protocol {text!r}: data set {name!r} is unknown; use one of {list(DATASETS)}.")
     c, b, i = (int(p) for p in parts)
-    if c < 2 or i < 10:
+    if c < MIN_CHAINS or i < MIN_SWEEPS:
         raise InvalidParameterError(
-            f"--protocol {text!r}: give at least 2 chains (R-hat compares chains) and 10 "
-            "sampling sweeps.")
+            f"--protocol {text!r}: give at least {MIN_CHAINS} chains (R-hat compares chains) "
+            f"and {MIN_SWEEPS} sampling sweeps.")
     return name, {"n_chains": c, "n_burn": b, "n_iter": i}
 
 
@@ -935,9 +937,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     n_burn = args.burn_in if args.burn_in is not None else (5 if quick else N_BURN)
     for nm, v in (("--chains", n_chains), ("--iterations", n_iter),
                   ("--mining-iterations", n_iter_mining)):
-        if v < (2 if nm == "--chains" else 10):
-            raise InvalidParameterError(
-                f"{nm}={v} is too small; give at least {2 if nm == '--chains' else 10}.")
+        lo = MIN_CHAINS if nm == "--chains" else MIN_SWEEPS
+        if v < lo:
+            raise InvalidParameterError(f"{nm}={v} is too small; give at least {lo}.")
     if n_burn < 0:
         raise InvalidParameterError(f"--burn-in={n_burn} must be >= 0.")
     overrides = dict(parse_protocol(t) for t in args.protocol)
