@@ -246,3 +246,24 @@ def test_protocol_twice_for_one_data_set_is_refused(tmp_path):
     with pytest.raises(InvalidParameterError, match="names a data set twice"):
         H.main(["--quick", "--datasets", "mining", "--out", str(tmp_path / "q"),
                 "--protocol", "mining=3,2,12", "--protocol", "mining=2,2,12"])
+
+
+def test_checkpoint_interval_is_the_stores_own_and_changes_no_draw(tmp_path, monkeypatch):
+    # new stores checkpoint every CHECKPOINT_SWEEPS; a store reopened later keeps the interval it
+    # was made with (resume checks it), and the interval moves no draw
+    argv = ["--quick", "--datasets", "mining", "--methods", "prior-white"]
+    monkeypatch.setattr(H, "CHECKPOINT_SWEEPS", 7)
+    assert H.main([*argv, "--out", str(tmp_path / "a")]) == 0
+    store = next((tmp_path / "a" / "work" / "mining").glob("prior-white_*.zarr"))
+    from lattice_lgm.store import RunStore
+
+    assert RunStore(store).attrs["run_config"]["checkpoint_every"] == 7
+    monkeypatch.setattr(H, "CHECKPOINT_SWEEPS", 1000)
+    assert H.main([*argv, "--out", str(tmp_path / "b")]) == 0
+    store_b = next((tmp_path / "b" / "work" / "mining").glob("prior-white_*.zarr"))
+    assert RunStore(store_b).attrs["run_config"]["checkpoint_every"] != 7
+    a, b = (np.load(s.with_suffix(".trace.npy"))[:, :, :2] for s in (store, store_b))
+    np.testing.assert_array_equal(a, b)
+    # reopening the 7-sweep store (its result dropped) under the new interval is no mismatch
+    next(store.parent.glob("prior-white_*.result.json")).unlink()
+    assert H.main([*argv, "--out", str(tmp_path / "a")]) == 0

@@ -151,6 +151,8 @@ N_CHAINS, N_BURN, N_ITER, N_ITER_MINING, N_LATENT = 10, 1000, 5000, 20_000, 10
 WIDTH = 3.0
 #: the fewest chains (R-hat compares chains) and sampling sweeps a run may ask for
 MIN_CHAINS, MIN_SWEEPS = 2, 10
+#: sweeps between checkpoints of a new run store (a killed run resumes from the last one)
+CHECKPOINT_SWEEPS = 100
 DATA_SEED = 2010
 
 
@@ -482,7 +484,14 @@ def sample_traced(model: Any, sweep: Any, *, n_chains: int, n_iter: int, n_burn:
     side = store.with_suffix(".trace.npy")
     resumed = (store / "zarr.json").exists()
     start = 0
+    # a store keeps the checkpoint interval it was made with (resume checks it); new ones
+    # checkpoint often, so a killed run of the slow data sets loses minutes, not an hour
+    every = CHECKPOINT_SWEEPS
+    if thin_fields > 1:
+        every = -(-every // thin_fields) * thin_fields
+    every = min(n_iter, every)
     if resumed:
+        every = int(RunStore(store).attrs["run_config"]["checkpoint_every"])
         try:
             meta, _ = RunStore(store).load_checkpoint()
             start = int(meta["sweeps_done"])
@@ -501,7 +510,7 @@ def sample_traced(model: Any, sweep: Any, *, n_chains: int, n_iter: int, n_burn:
     step = TracedSweep(sweep, trace, start, prior_term=prior_term)
     tree = sample(model, draws=n_iter, tune=n_burn, chains=n_chains, random_seed=seed,
                   store=store, resume=resumed, step=step, thin_fields=thin_fields,
-                  checkpoint_every=min(n_iter, 1000), progressbar=False)
+                  checkpoint_every=every, progressbar=False)
     trace.flush()
     ll_store = np.asarray(tree["sample_stats"]["loglik"].values, dtype=float)  # (chain, draw)
     post = np.asarray(trace[n_burn:])                                            # (draw, chain, 3)
