@@ -521,6 +521,14 @@ def sample_traced(model: Any, sweep: Any, *, n_chains: int, n_iter: int, n_burn:
     return tree, post, start
 
 
+def _hyper_draws(store: Path, names: Sequence[str]) -> dict[str, np.ndarray]:
+    """The store's sampling draws of each named hyperparameter, each of shape ``(chain, draw)``."""
+    import xarray as xr
+
+    pos = xr.open_zarr(store, group="posterior")
+    return {name: np.asarray(pos[name].values, dtype=float) for name in names}
+
+
 def hyper_rhat(store: Path, names: Sequence[str]) -> dict[str, float | None]:
     """Rank-normalised split R-hat (ArviZ) of each hyperparameter over the sampling sweeps.
 
@@ -543,14 +551,62 @@ def hyper_rhat(store: Path, names: Sequence[str]) -> dict[str, float | None]:
         hyperparameter that never moved within its chains): report that as not mixed.
     """
     import arviz as az
-    import xarray as xr
 
-    pos = xr.open_zarr(store, group="posterior")
     out: dict[str, float | None] = {}
-    for name in names:
+    for name, draws in _hyper_draws(store, names).items():
         with np.errstate(divide="ignore", invalid="ignore"):
-            r = float(az.rhat(np.asarray(pos[name].values, dtype=float)))
+            r = float(az.rhat(draws))
         out[name] = r if math.isfinite(r) else None
+    return out
+
+
+def hyper_ess(store: Path, names: Sequence[str]) -> dict[str, float | None]:
+    """Bulk ESS (ArviZ, rank-normalised, chains pooled) of each hyperparameter's draws.
+
+    Figure 3's metric follows the complete-data log-likelihood, which mixes with the latent
+    field as well as with θ; this is the hyperparameters' own mixing, the quantity the
+    representations of §3–4 are designed to improve.  Same parameters as :func:`hyper_rhat`.
+
+    Returns
+    -------
+    dict
+        name → bulk ESS over all chains, or ``None`` for a hyperparameter that never moved
+        within any chain (or an ESS that is not finite).
+    """
+    import arviz as az
+
+    out: dict[str, float | None] = {}
+    for name, draws in _hyper_draws(store, names).items():
+        if not np.ptp(draws, axis=1).any():  # ArviZ calls constant draws fully independent
+            out[name] = None
+            continue
+        with np.errstate(divide="ignore", invalid="ignore"):
+            e = float(az.ess(draws, method="bulk"))
+        out[name] = e if math.isfinite(e) else None
+    return out
+
+
+def hyper_ess_summary(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per method: the smallest hyperparameter bulk ESS, whose it is, and it per evaluation.
+
+    Returns
+    -------
+    dict
+        method → ``min`` (ESS), ``name``, ``per_loglik`` (``min`` over the run's likelihood
+        evaluations, all chains) and ``relative`` (``per_loglik`` over surr-site's, ``None``
+        without surr-site); a method whose run has no ``hyper_ess`` is left out.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for m, r in runs.items():
+        ess = {k: v for k, v in (r.get("hyper_ess") or {}).items() if v is not None}
+        if not ess:
+            continue
+        name = min(ess, key=ess.__getitem__)
+        n_ll = sum(c["n_loglik"] for c in r["chains"])
+        out[m] = {"min": ess[name], "name": name, "per_loglik": ess[name] / n_ll if n_ll else None}
+    z = out.get("surr-site", {}).get("per_loglik")
+    for v in out.values():
+        v["relative"] = v["per_loglik"] / z if z and v["per_loglik"] is not None else None
     return out
 
 
@@ -578,8 +634,12 @@ def run_one(prob: Problem, method: str, *, n_chains: int, n_iter: int, n_burn: i
     done = store.with_suffix(".result.json")
     if done.exists():
         out = json.loads(done.read_text())
-        if "rhat" not in out and (store / "zarr.json").exists():  # a result from before R-hat
-            out["rhat"] = hyper_rhat(store, prob.model.hyper_names)
+        # a result written before R-hat (or the hyperparameter ESS) was reported gets it from
+        # its store
+        late = {"rhat": hyper_rhat, "hyper_ess": hyper_ess}
+        if (store / "zarr.json").exists() and any(k not in out for k in late):
+            for k, fn in late.items():
+                out.setdefault(k, fn(store, prob.model.hyper_names))
             done.write_text(json.dumps(out, indent=1))
         return out
     tree, post, start = sample_traced(
@@ -608,7 +668,7 @@ def run_one(prob: Problem, method: str, *, n_chains: int, n_iter: int, n_burn: i
     out = {"method": method, "seed": seed, "n_chains": n_chains, "n_iter": n_iter,
            "n_burn": n_burn, "store": str(store), "resumed": start > 0,
            "seconds_sampling": seconds, "rhat": hyper_rhat(store, prob.model.hyper_names),
-           "chains": chains}
+           "hyper_ess": hyper_ess(store, prob.model.hyper_names), "chains": chains}
     done.write_text(json.dumps(out, indent=1))
     return out
 
@@ -630,8 +690,9 @@ def summarise(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     dict
         ``raw[method][metric]`` (mean, se, n), ``normaliser[metric]`` (the surr-site mean, or
         ``None`` when surr-site did not run), ``normalised[method][metric]`` (mean and se divided
-        by the normaliser), ``evals_per_cov[method]`` and ``rhat[method]``
-        (:func:`rhat_summary` of the run's hyperparameter R-hats).
+        by the normaliser), ``evals_per_cov[method]``, ``rhat[method]``
+        (:func:`rhat_summary` of the run's hyperparameter R-hats) and ``hyper_ess[method]``
+        (:func:`hyper_ess_summary`).
     """
     raw = {m: {k: _mean_se([c[k] for c in r["chains"]]) for k in (*METRICS, "ess", "n_loglik",
                                                                     "n_cov")}
@@ -649,7 +710,8 @@ def summarise(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     epc = {m: (s["n_loglik"]["mean"] / s["n_cov"]["mean"] if s["n_cov"]["mean"] else None)
            for m, s in raw.items()}
     return {"raw": raw, "normaliser": norm, "normalised": normalised, "evals_per_cov": epc,
-            "rhat": {m: rhat_summary(r.get("rhat")) for m, r in runs.items()}}
+            "rhat": {m: rhat_summary(r.get("rhat")) for m, r in runs.items()},
+            "hyper_ess": hyper_ess_summary(runs)}
 
 
 # -- output ----------------------------------------------------------------------------------------
@@ -764,6 +826,21 @@ def markdown(res: dict[str, Any]) -> str:
             ("" if rh[m]["max"] is None else f"{rh[m]['max']:.3f}")
             + (f" (never moved: {', '.join(rh[m]['stuck'])})" if rh[m]["stuck"] else "")
             + (" ⚠" if _unmixed(rh[m]) else "") for m in methods) + " |")
+    lines += ["", "## Hyperparameter mixing: the smallest bulk ESS over the hyperparameters",
+              "",
+              "Figure 3 measures the complete-data log-likelihood, which also waits on the "
+              "latent field. The hyperparameters' own bulk ESS (ArviZ, all chains pooled) "
+              "isolates what the representations change. Each cell: the smallest over the "
+              "hyperparameters, whose it is, and that ESS per likelihood evaluation relative to "
+              "surr-site. ⚠ marks runs whose R-hat is above 1.05 (their ESS is unreliable).", "",
+              "| data set | " + " | ".join(methods) + " |", "|---" * (len(methods) + 1) + "|"]
+    for n in names:
+        summ = res["datasets"][n]["summary"]
+        he, rh = summ.get("hyper_ess", {}), summ.get("rhat", {})
+        lines.append(f"| {n} | " + " | ".join(
+            "–" if m not in he else
+            f"{he[m]['min']:.0f} ({he[m]['name']}), {_g(he[m]['relative'])}×"
+            + (" ⚠" if m in rh and _unmixed(rh[m]) else "") for m in methods) + " |")
     lines += ["", "## The experiments", ""]
     for n in names:
         info = res["datasets"][n]["info"]
