@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 from scipy import linalg
-from scipy.linalg.blas import dsyrk as _dsyrk
+from scipy.linalg.lapack import dlauum as _dlauum
 
 from .._validation import finite_array
 from ..covariance import Covariance
@@ -239,15 +239,19 @@ class DensePrior(GaussianPrior):
         #   q = g_Oᵀ(K_OO + S_O)⁻¹g_O = min_f (g − f)ᵀΠ(g − f) + fᵀK⁻¹f
         #     = Σ_O π (g − m)² + ‖y‖²,
         # a sum of two non-negative terms (no cancellation, no division by a small precision).
-        # A comes from a symmetric rank-n update (dsyrk: one triangle, half a gemm's flops).
+        # W is lower triangular (a row scaling of L), so A − I = WᵀW is LAPACK's dlauum: n³/3
+        # flops, a third of a symmetric rank-n update (dsyrk; 6 against 17 ms at n = 625).
         pi = precision.ravel()
         obs = pi > 0
         gf = self._flat(g)
         n = len(pi)
         lmat = self.chol
-        w = np.sqrt(pi)[:, None] * lmat
-        # wᵀ is F-contiguous, so dsyrk(trans=0) forms wᵀ(wᵀ)ᵀ = WᵀW without copying W
-        a = _dsyrk(1.0, w.T, trans=0, lower=1)
+        # built in Fortran order so dlauum overwrites it in place; it reads and writes the
+        # lower triangle only, which is all the Cholesky of A below reads
+        w = np.multiply(np.sqrt(pi)[:, None], lmat, order="F")
+        a, info = _dlauum(w, lower=1, overwrite_c=1)
+        if info != 0:  # only for an invalid argument, never for a value of W
+            raise RuntimeError(f"LAPACK dlauum failed (info={info}); this is a bug.")
         a[np.diag_indices(n)] += 1.0
         la = linalg.cholesky(a, lower=True, check_finite=False)
         rhs = (gf * pi) @ lmat  # (c, n) = (Lᵀ Π g)ᵀ
