@@ -53,6 +53,7 @@ def test_dense_benchmark_quick_writes_json(tmp_path):
     assert [r["n"] for r in res["surrogate"]] == [200, 625]
     assert all(r["max_abs_diff_logmarginal"] < 1e-8 and r["max_abs_diff_mean"] < 1e-10
                and r["speedup"] > 0 for r in res["surrogate"])
+    assert all(r["wtw_dsyrk_s"] > 0 and r["syrk_over_lauum"] > 0 for r in res["surrogate"])
     methods = [r["method"] for r in res["sweep"]]
     assert methods[:4] == ["fixed", "prior-white", "surr-site", "post-site"]
     assert all(r["seconds_per_sweep"] > 0 for r in res["sweep"])
