@@ -734,6 +734,12 @@ def _ratio(res: dict[str, Any], name: str, metric: str) -> str:
     return "–" if ours is None or not paper else f"{ours / paper:.2g}×"
 
 
+def _head(methods: Sequence[str], *extra: str) -> list[str]:
+    """The header and rule of a markdown table with a row per data set, a column per method."""
+    cols = ["data set", *methods, *extra]
+    return ["| " + " | ".join(cols) + " |", "|---" * len(cols) + "|"]
+
+
 def _unmixed(r: dict[str, Any]) -> bool:
     return bool(r["stuck"]) or (r["max"] is not None and r["max"] > RHAT_OK)
 
@@ -779,8 +785,7 @@ def markdown(res: dict[str, Any]) -> str:
     ]
     for k in METRICS:
         lines += [f"## Effective samples {METRIC_LABEL[k]} (relative to surr-site)", "",
-                  "| data set | " + " | ".join(methods) + " | surr-site (ours) | surr-site "
-                  "(paper) |", "|---" * (len(methods) + 3) + "|"]
+                  *_head(methods, "surr-site (ours)", "surr-site (paper)")]
         for n in names:
             d = res["datasets"][n]["summary"]
             cells = []
@@ -794,8 +799,7 @@ def markdown(res: dict[str, Any]) -> str:
     lines += ["## Likelihood evaluations per covariance construction", "",
               "A cost ratio that does not depend on the machine: for surr-site the paper's "
               "normalisers imply it as (ESS per covariance) / (ESS per evaluation).", "",
-              "| data set | " + " | ".join(methods) + " | surr-site, paper (implied) |",
-              "|---" * (len(methods) + 2) + "|"]
+              *_head(methods, "surr-site, paper (implied)")]
     for n in names:
         d = res["datasets"][n]["summary"]
         pn = PAPER["surr_site_normalisers"]
@@ -803,7 +807,7 @@ def markdown(res: dict[str, Any]) -> str:
         lines.append(f"| {n} | " + " | ".join(_g(d["evals_per_cov"].get(m), 3)
                                                for m in methods) + f" | {implied:.3g} |")
     lines += ["", "## Raw effective samples of the complete-data log-likelihood per chain", "",
-              "| data set | " + " | ".join(methods) + " |", "|---" * (len(methods) + 1) + "|"]
+              *_head(methods)]
     for n in names:
         raw = res["datasets"][n]["summary"]["raw"]
         lines.append(f"| {n} | " + " | ".join(
@@ -818,7 +822,7 @@ def markdown(res: dict[str, Any]) -> str:
               "(from few effective samples they tend to be too high), and only large gaps "
               "involving such a run mean much. A method still above 1.05 after the paper's "
               "1000 burn-in sweeps mixes slowly.", "",
-              "| data set | " + " | ".join(methods) + " |", "|---" * (len(methods) + 1) + "|"]
+              *_head(methods)]
     for n in names:
         rh = res["datasets"][n]["summary"].get("rhat", {})
         lines.append(f"| {n} | " + " | ".join(
@@ -833,7 +837,7 @@ def markdown(res: dict[str, Any]) -> str:
               "isolates what the representations change. Each cell: the smallest over the "
               "hyperparameters, whose it is, and that ESS per likelihood evaluation relative to "
               "surr-site. ⚠ marks runs whose R-hat is above 1.05 (their ESS is unreliable).", "",
-              "| data set | " + " | ".join(methods) + " |", "|---" * (len(methods) + 1) + "|"]
+              *_head(methods)]
     for n in names:
         summ = res["datasets"][n]["summary"]
         he, rh = summ.get("hyper_ess", {}), summ.get("rhat", {})
