@@ -491,9 +491,10 @@ def sample_traced(model: Any, sweep: Any, *, n_chains: int, n_iter: int, n_burn:
         every = -(-every // thin_fields) * thin_fields
     every = min(n_iter, every)
     if resumed:
-        every = int(RunStore(store).attrs["run_config"]["checkpoint_every"])
+        st = RunStore(store)
+        every = int(st.attrs["run_config"]["checkpoint_every"])
         try:
-            meta, _ = RunStore(store).load_checkpoint()
+            meta, _ = st.load_checkpoint()
             start = int(meta["sweeps_done"])
         except CheckpointError:
             start = 0  # killed before the first checkpoint: the runner starts over

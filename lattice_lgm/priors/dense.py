@@ -240,7 +240,7 @@ class DensePrior(GaussianPrior):
         #     = Σ_O π (g − m)² + ‖y‖²,
         # a sum of two non-negative terms (no cancellation, no division by a small precision).
         # W is lower triangular (a row scaling of L), so A − I = WᵀW is LAPACK's dlauum: n³/3
-        # flops, a third of a symmetric rank-n update (dsyrk; 6 against 17 ms at n = 625).
+        # flops, a third of a symmetric rank-n update (dsyrk; timed in benchmarks/perf/dense.py).
         pi = precision.ravel()
         obs = pi > 0
         gf = self._flat(g)
