@@ -300,3 +300,49 @@ def test_checkpoint_interval_is_the_stores_own_and_changes_no_draw(tmp_path, mon
     # reopening the 7-sweep store (its result dropped) under the new interval is no mismatch
     next(store.parent.glob("prior-white_*.result.json")).unlink()
     assert H.main([*argv, "--out", str(tmp_path / "a")]) == 0
+
+
+def test_reuse_takes_matching_recorded_runs_and_samples_nothing(tmp_path, capsys):
+    # a machine that lost its --work reassembles from the results file: a run recorded with the
+    # same data set, method, protocol, seed and sweep settings is taken, not sampled again
+    argv = ["--quick", "--datasets", "mining", "--methods", "prior-white"]
+    assert H.main([*argv, "--out", str(tmp_path / "a")]) == 0
+    first = tmp_path / "a" / "hyper2010.json"
+    rec = json.loads(first.read_text())["datasets"]["mining"]["runs"]["prior-white"]
+    assert H.main([*argv, "--out", str(tmp_path / "b"), "--reuse", str(first)]) == 0
+    assert not (tmp_path / "b" / "work" / "mining").exists()  # nothing sampled
+    res = json.loads((tmp_path / "b" / "hyper2010.json").read_text())
+    run = res["datasets"]["mining"]["runs"]["prior-white"]
+    assert run.pop("reused_from") == str(first) and run == rec
+    assert res["settings"]["reuse"] == [str(first)]
+    assert "Reused (`--reuse`)" in (tmp_path / "b" / "hyper2010.md").read_text()
+    # another protocol is another run: not taken, and the reason is printed
+    capsys.readouterr()
+    assert H.main([*argv, "--out", str(tmp_path / "c"), "--reuse", str(first), "--finished-only",
+                   "--protocol", "mining=3,2,12"]) == 0
+    out = capsys.readouterr().out
+    assert "not reused" in out and "protocol" in out
+    res = json.loads((tmp_path / "c" / "hyper2010.json").read_text())
+    assert "mining" not in res["datasets"]
+    # so is a run of another data set description (here: other hyperpriors)
+    old = json.loads(first.read_text())
+    old["datasets"]["mining"]["info"]["hyperpriors"] = ["something else"]
+    (tmp_path / "edited.json").write_text(json.dumps(old))
+    assert H.main([*argv, "--out", str(tmp_path / "d"), "--reuse", str(tmp_path / "edited.json"),
+                   "--finished-only"]) == 0
+    assert "description differs" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("content, match", [
+    (None, "no such file"),
+    ("{not json", "is not JSON"),
+    ('{"datasets": {}}', "not a results file of hyper2010.py"),
+])
+def test_reuse_refuses_a_missing_or_foreign_file_before_any_write(tmp_path, content, match):
+    path = tmp_path / "prev.json"
+    if content is not None:
+        path.write_text(content)
+    out = tmp_path / "q"
+    with pytest.raises(InvalidParameterError, match=match):
+        H.main(["--quick", "--datasets", "mining", "--out", str(out), "--reuse", str(path)])
+    assert not out.exists()

@@ -896,6 +896,13 @@ def markdown(res: dict[str, Any]) -> str:
                   "finished; left out: " + "; ".join(
                       f"{n}: {', '.join(v) or 'none'}" for n, v in missing.items()) + "; "
                   "data sets not listed above were not run.", ""]
+    reused = {n: [m for m, r in res["datasets"][n]["runs"].items() if r.get("reused_from")]
+              for n in names}
+    if any(reused.values()):
+        lines += ["Reused (`--reuse`): these runs are read from an earlier results file "
+                  "(the same data set, method, protocol, seed and sweep settings), not run again "
+                  "for this report: " + "; ".join(
+                      f"{n}: {', '.join(v)}" for n, v in reused.items() if v) + ".", ""]
     if res["mode"] != "full":
         lines += [f"Note: mode {res['mode']}, not the paper's protocol: these numbers check the "
                   "pipeline and, where the chains mixed (the R-hat table), the direction of "
@@ -987,6 +994,89 @@ def parse_protocol(text: str) -> tuple[str, dict[str, int]]:
     return name, {"n_chains": c, "n_burn": b, "n_iter": i}
 
 
+#: the settings a reused run must share with this invocation, besides its own protocol and seed
+REUSE_SETTINGS = ("n_latent", "width", "step_out", "sizes")
+
+
+def load_previous(path: Path) -> dict[str, Any]:
+    """An earlier results file of this script, for ``--reuse``.
+
+    Parameters
+    ----------
+    path : Path
+        A ``hyper2010.json`` written by :func:`main` (e.g. the committed
+        ``results/hyper2010.json``).
+
+    Returns
+    -------
+    dict
+        The file's contents, with ``path`` added.
+
+    Raises
+    ------
+    InvalidParameterError
+        If the file is missing, is not JSON, or is not a results file of this script.
+    """
+    if not path.is_file():
+        raise InvalidParameterError(
+            f"--reuse {path}: no such file; give a results JSON written by this script, e.g. "
+            f"{RESULTS / (STEM + '.json')}.")
+    try:
+        prev = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InvalidParameterError(f"--reuse {path} is not JSON ({e}); give a results JSON "
+                                    "written by this script.") from e
+    if not (isinstance(prev, dict) and prev.get("paper", {}).get("source") == PAPER["source"]
+            and isinstance(prev.get("datasets"), dict) and "settings" in prev):
+        raise InvalidParameterError(
+            f"--reuse {path} is not a results file of hyper2010.py (no Murray & Adams (2010) "
+            "'paper', 'settings' and 'datasets'); give the hyper2010.json this script wrote.")
+    prev["path"] = str(path)
+    return prev
+
+
+def reusable_run(previous: Sequence[dict[str, Any]], name: str, method: str,
+                 proto: dict[str, int], seed: int, info: dict[str, Any],
+                 settings: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    """The first run of ``previous`` that is this (data set, method) run, already finished.
+
+    A run stands in for sampling only when everything that decides its draws matches: the data
+    set's description (``info``: sizes, likelihood, hyperpriors, jitter policy), the method,
+    chains, burn-in and sampling sweeps, the seed, and :data:`REUSE_SETTINGS`.  The draws are
+    then the ones this invocation would make (the runs are deterministic in their seed), so
+    nothing is re-run that a committed results file already records, e.g. on a machine that
+    lost its ``--work``.
+
+    Returns
+    -------
+    run : dict or None
+        A copy of the recorded run with ``reused_from`` (the file) added, or ``None``.
+    why : str
+        Why a recorded run of this (data set, method) was not taken ('' if none was recorded).
+    """
+    here = json.loads(json.dumps(info))  # as the file holds it (tuples become lists)
+    why = ""
+    for prev in previous:
+        ds = prev["datasets"].get(name)
+        if not ds or method not in ds.get("runs", {}):
+            continue
+        run = ds["runs"][method]
+        got = {k: run.get(k) for k in proto}
+        diffs = []
+        if ds.get("info") != here:
+            diffs.append("the data set's description differs")
+        if got != dict(proto):
+            diffs.append(f"protocol {got} there, {dict(proto)} here")
+        if run.get("seed") != seed:
+            diffs.append(f"seed {run.get('seed')} there, {seed} here")
+        diffs += [f"{k} {prev['settings'].get(k)!r} there, {settings[k]!r} here"
+                  for k in REUSE_SETTINGS if prev["settings"].get(k) != settings[k]]
+        if not diffs:
+            return {**run, "reused_from": prev["path"]}, ""
+        why = f"{prev['path']}: " + "; ".join(diffs)
+    return None, why
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the reproduction (``--quick`` for the pipeline at tiny sizes); see the module doc."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -1013,7 +1103,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--finished-only", action="store_true",
                     help="sample nothing: report the (data set, method) runs of these settings "
                          "that have finished (a partial protocol, said so in the output)")
+    ap.add_argument("--reuse", type=Path, action="append", default=[], metavar="RESULTS_JSON",
+                    help="take finished runs from an earlier results file of this script (e.g. "
+                         "results/hyper2010.json) instead of running them again, when their data "
+                         "set, method, protocol, seed and sweep settings match (repeatable; the "
+                         "first match wins); for a machine that has lost its --work")
     args = ap.parse_args(argv)
+    previous = [load_previous(p) for p in args.reuse]
     import numba
 
     numba.set_num_threads(args.threads)
@@ -1060,6 +1156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      "n_latent": N_LATENT, "width": WIDTH,
                      "step_out": False, "sizes": sizes, "work": str(work),
                      "numba_threads": args.threads, "finished_only": args.finished_only,
+                     "reuse": [p["path"] for p in previous],
                      "method_map": {m: m for m in METHODS}},
         "datasets": {},
     }
@@ -1077,15 +1174,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         for m in methods:
             store = work / name / (f"{m}_c{proto['n_chains']}_it{proto['n_iter']}"
                                    f"_b{proto['n_burn']}.zarr")
-            if args.finished_only and not store.with_suffix(".result.json").exists():
+            seed = _seed("hyper2010", name, m)
+            finished = store.with_suffix(".result.json").exists()
+            old, why = (None, "") if finished else reusable_run(
+                previous, name, m, proto, seed, prob.info, res["settings"])
+            if why:
+                print(f"  {m}: not reused ({why})", flush=True)
+            if old is not None:
+                runs[m] = old
+            elif args.finished_only and not finished:
                 print(f"  {m}: not finished, left out (--finished-only)", flush=True)
                 continue
-            runs[m] = run_one(prob, m, n_chains=proto["n_chains"], n_iter=proto["n_iter"],
-                              n_burn=proto["n_burn"], seed=_seed("hyper2010", name, m),
-                              store=store)
+            else:
+                runs[m] = run_one(prob, m, n_chains=proto["n_chains"], n_iter=proto["n_iter"],
+                                  n_burn=proto["n_burn"], seed=seed, store=store)
             e = _mean_se([c["ess"] for c in runs[m]["chains"]])
             print(f"  {m}: ESS {e['mean']:.1f} ± {e['se']:.1f}, "
-                  f"{runs[m]['seconds_sampling']:.1f} s", flush=True)
+                  f"{runs[m]['seconds_sampling']:.1f} s"
+                  + (f" (reused from {old['reused_from']})" if old else ""), flush=True)
         if not runs:
             continue
         res["datasets"][name] = {"info": prob.info, "protocol": proto, "methods": list(runs),
