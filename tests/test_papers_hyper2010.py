@@ -163,13 +163,27 @@ def test_quick_mining_end_to_end_and_resume(tmp_path):
     # a result written before R-hat was reported gets it from its store on the next start
     done = next((out / "work" / "mining").glob("surr-site_*.result.json"))
     old = json.loads(done.read_text())
-    rhat, ess = old.pop("rhat"), old.pop("hyper_ess")
+    rhat, ess, q = old.pop("rhat"), old.pop("hyper_ess"), old.pop("hyper_q")
     done.write_text(json.dumps(old))
     assert H.main(["--quick", "--datasets", "mining", "--out", str(out)]) == 0
     again = json.loads((out / "hyper2010.json").read_text())
     assert again["datasets"]["mining"]["runs"]["surr-site"]["chains"] == first
     assert again["datasets"]["mining"]["runs"]["surr-site"]["rhat"] == rhat
     assert again["datasets"]["mining"]["runs"]["surr-site"]["hyper_ess"] == ess
+    assert again["datasets"]["mining"]["runs"]["surr-site"]["hyper_q"] == q
+    # the quantiles are those of the store's draws, chains pooled, in (5 %, 50 %, 95 %) order
+    import xarray as xr
+
+    store = done.with_name(done.name.replace(".result.json", ".zarr"))
+    pos = xr.open_zarr(store, group="posterior")
+    assert set(q) == {"sd", "range", "mean"}
+    for k, v in q.items():
+        np.testing.assert_array_equal(v, np.quantile(pos[k].values, [0.05, 0.5, 0.95]))
+    md = (out / "hyper2010.md").read_text()
+    assert "## Posterior of the hyperparameters by method" in md
+    sd = q["sd"]
+    row = next(r for r in md.splitlines() if r.startswith("| mining | sd | "))
+    assert f"| {sd[1]:.3g} [{sd[0]:.3g}, {sd[2]:.3g}]" in row  # surr-site's cell
 
 
 @pytest.mark.filterwarnings("ignore:Consolidated metadata:UserWarning")

@@ -587,6 +587,26 @@ def hyper_ess(store: Path, names: Sequence[str]) -> dict[str, float | None]:
     return out
 
 
+#: posterior quantiles of every hyperparameter recorded per run: the representations are
+#: moves on one posterior, so runs that mixed must agree (a check of the samplers, not a cost)
+HYPER_QUANTILES = (0.05, 0.5, 0.95)
+
+
+def hyper_quantiles(store: Path, names: Sequence[str]) -> dict[str, list[float]]:
+    """The 5 %, 50 % and 95 % posterior quantiles of each hyperparameter, chains pooled.
+
+    Same parameters as :func:`hyper_rhat`.
+
+    Returns
+    -------
+    dict
+        name → ``[q05, q50, q95]`` (:data:`HYPER_QUANTILES`) over the sampling draws of every
+        chain.
+    """
+    return {name: [float(q) for q in np.quantile(draws, HYPER_QUANTILES)]
+            for name, draws in _hyper_draws(store, names).items()}
+
+
 def hyper_ess_summary(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per method: the smallest hyperparameter bulk ESS, whose it is, and it per evaluation.
 
@@ -637,7 +657,7 @@ def run_one(prob: Problem, method: str, *, n_chains: int, n_iter: int, n_burn: i
         out = json.loads(done.read_text())
         # a result written before R-hat (or the hyperparameter ESS) was reported gets it from
         # its store
-        late = {"rhat": hyper_rhat, "hyper_ess": hyper_ess}
+        late = {"rhat": hyper_rhat, "hyper_ess": hyper_ess, "hyper_q": hyper_quantiles}
         if (store / "zarr.json").exists() and any(k not in out for k in late):
             for k, fn in late.items():
                 out.setdefault(k, fn(store, prob.model.hyper_names))
@@ -669,7 +689,8 @@ def run_one(prob: Problem, method: str, *, n_chains: int, n_iter: int, n_burn: i
     out = {"method": method, "seed": seed, "n_chains": n_chains, "n_iter": n_iter,
            "n_burn": n_burn, "store": str(store), "resumed": start > 0,
            "seconds_sampling": seconds, "rhat": hyper_rhat(store, prob.model.hyper_names),
-           "hyper_ess": hyper_ess(store, prob.model.hyper_names), "chains": chains}
+           "hyper_ess": hyper_ess(store, prob.model.hyper_names),
+           "hyper_q": hyper_quantiles(store, prob.model.hyper_names), "chains": chains}
     done.write_text(json.dumps(out, indent=1))
     return out
 
@@ -753,6 +774,40 @@ def _unmixed_note(summ: dict[str, Any]) -> str:
     return (f" Not mixed (R-hat > {RHAT_OK}): {', '.join(bad)}; their effective sample sizes "
             "are unreliable (a walk from the start, or too few effective samples), so their "
             "places in this order are not the paper's comparison.")
+
+
+def _posterior_table(res: dict[str, Any], names: Sequence[str], methods: Sequence[str]
+                     ) -> list[str]:
+    """Markdown lines: each hyperparameter's posterior median [5 %, 95 %] per method.
+
+    Only data sets with a run that recorded ``hyper_q`` (runs of before it whose store is gone
+    have none) are listed; no lines at all when none did.
+    """
+    rows = []
+    for n in names:
+        runs = res["datasets"][n]["runs"]
+        rh = res["datasets"][n]["summary"].get("rhat", {})
+        have = [m for m in methods if runs.get(m, {}).get("hyper_q")]
+        if not have:
+            continue
+        hyper = list(runs[have[0]]["hyper_q"])
+        for h in hyper:
+            cells = []
+            for m in methods:
+                q = runs.get(m, {}).get("hyper_q", {}).get(h)
+                cells.append("–" if q is None else f"{q[1]:.3g} [{q[0]:.3g}, {q[2]:.3g}]"
+                             + (" ⚠" if m in rh and _unmixed(rh[m]) else ""))
+            rows.append(f"| {n} | {h} | " + " | ".join(cells) + " |")
+    if not rows:
+        return []
+    return ["", "## Posterior of the hyperparameters by method", "",
+            "Every representation is a move on the same posterior, so runs that mixed must "
+            "agree: a check of the samplers, not a cost. Median [5 %, 95 %] over the sampling "
+            "draws of all chains (lengths are `range` = 2ℓ). ⚠: R-hat above "
+            f"{RHAT_OK}. Runs recorded before these quantiles were kept, whose stores are gone, "
+            "show –.", "",
+            "| data set | hyperparameter | " + " | ".join(methods) + " |",
+            "|---" * (len(methods) + 2) + "|", *rows]
 
 
 def markdown(res: dict[str, Any]) -> str:
@@ -846,6 +901,7 @@ def markdown(res: dict[str, Any]) -> str:
             "–" if m not in he else
             f"{he[m]['min']:.0f} ({he[m]['name']}), {_g(he[m]['relative'])}×"
             + (" ⚠" if m in rh and _unmixed(rh[m]) else "") for m in methods) + " |")
+    lines += _posterior_table(res, names, methods)
     lines += ["", "## The experiments", ""]
     for n in names:
         info = res["datasets"][n]["info"]
