@@ -607,6 +607,11 @@ def hyper_quantiles(store: Path, names: Sequence[str]) -> dict[str, list[float]]
             for name, draws in _hyper_draws(store, names).items()}
 
 
+#: what each run's result records from its store, by key (a result written before a key existed
+#: gets it from its store when that is still there)
+STORE_STATS = {"rhat": hyper_rhat, "hyper_ess": hyper_ess, "hyper_q": hyper_quantiles}
+
+
 def hyper_ess_summary(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per method: the smallest hyperparameter bulk ESS, whose it is, and it per evaluation.
 
@@ -655,11 +660,9 @@ def run_one(prob: Problem, method: str, *, n_chains: int, n_iter: int, n_burn: i
     done = store.with_suffix(".result.json")
     if done.exists():
         out = json.loads(done.read_text())
-        # a result written before R-hat (or the hyperparameter ESS) was reported gets it from
-        # its store
-        late = {"rhat": hyper_rhat, "hyper_ess": hyper_ess, "hyper_q": hyper_quantiles}
-        if (store / "zarr.json").exists() and any(k not in out for k in late):
-            for k, fn in late.items():
+        # a result written before one of STORE_STATS was reported gets it from its store
+        if (store / "zarr.json").exists() and any(k not in out for k in STORE_STATS):
+            for k, fn in STORE_STATS.items():
                 out.setdefault(k, fn(store, prob.model.hyper_names))
             done.write_text(json.dumps(out, indent=1))
         return out
@@ -688,9 +691,9 @@ def run_one(prob: Problem, method: str, *, n_chains: int, n_iter: int, n_burn: i
         })
     out = {"method": method, "seed": seed, "n_chains": n_chains, "n_iter": n_iter,
            "n_burn": n_burn, "store": str(store), "resumed": start > 0,
-           "seconds_sampling": seconds, "rhat": hyper_rhat(store, prob.model.hyper_names),
-           "hyper_ess": hyper_ess(store, prob.model.hyper_names),
-           "hyper_q": hyper_quantiles(store, prob.model.hyper_names), "chains": chains}
+           "seconds_sampling": seconds,
+           **{k: fn(store, prob.model.hyper_names) for k, fn in STORE_STATS.items()},
+           "chains": chains}
     done.write_text(json.dumps(out, indent=1))
     return out
 
