@@ -12,6 +12,16 @@ with ``K + ε·mean(diag K)·I`` for ``ε = 1e-10, 1e-9, …, 1e-6`` and raises
 :class:`~lattice_lgm.errors.NotPositiveDefiniteError` past that.  The absolute jitter added is
 stored in :attr:`DensePrior.jitter` and every operation (including ``log_det``) is exact for
 ``K + jitter·I``.  A float ``jitter`` adds exactly that value and does not retry.
+
+The level ``ε`` found for the prior the user built is kept for its whole hyperparameter family:
+a prior from :meth:`~lattice_lgm.priors.base.GaussianPrior.with_params` (what a hyperparameter
+move builds at every proposal) adds ``ε·mean(diag K_θ)`` and climbs the ladder from ``ε`` only if
+that fails.  So the jitter is a fixed function of θ chosen at the start, continuous in θ at that
+level (``mean(diag K_θ)`` is ``sd²`` for a stationary kernel), not of the factorisation history.
+Re-running the ladder from 0 at every θ made ``K_θ`` jump wherever round-off flips a smooth
+kernel's ``K`` between factorable and not: a one-ulp change of θ moved ``log N(f; 0, K_θ)`` from
++2.9e3 to −5.0e5 and stranded a ``fixed`` hyperparameter slice sampler (architecture
+decision 60).
 """
 
 from __future__ import annotations
@@ -33,20 +43,32 @@ __all__ = ["DensePrior"]
 _AUTO_JITTERS = (0.0, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6)
 
 
-def _cholesky(k: np.ndarray, jitter: float | str, what: str) -> tuple[np.ndarray, float]:
-    """Lower Cholesky factor of ``k`` under the jitter policy; returns ``(L, absolute jitter)``."""
+class _AutoFrom(float):
+    """The ``'auto'`` policy of a hyperparameter family: the ladder starts at this level."""
+
+
+def _cholesky(k: np.ndarray, jitter: float | str,
+              what: str) -> tuple[np.ndarray, float, float | None]:
+    """Lower Cholesky factor of ``k`` under the jitter policy.
+
+    Returns ``(L, absolute jitter, relative level ε)``; the level is ``None`` for a float jitter.
+    """
     scale = float(np.mean(np.diag(k)))
-    rel = _AUTO_JITTERS if jitter == "auto" else (None,)
+    if jitter == "auto" or isinstance(jitter, _AutoFrom):
+        start = 0.0 if jitter == "auto" else float(jitter)
+        rel: tuple[float | None, ...] = (start, *(e for e in _AUTO_JITTERS if e > start))
+    else:
+        rel = (None,)
     for eps in rel:
         add = float(jitter) if eps is None else eps * scale
         try:
             a = k + add * np.eye(len(k)) if add else k
-            return linalg.cholesky(a, lower=True, check_finite=False), add
+            return linalg.cholesky(a, lower=True, check_finite=False), add, eps
         except linalg.LinAlgError:
             continue
+    top = float(jitter) if rel == (None,) else max(rel[-1], _AUTO_JITTERS[-1]) * scale
     raise NotPositiveDefiniteError(
-        f"{what} is not positive definite even with jitter up to "
-        f"{(_AUTO_JITTERS[-1] * scale) if jitter == 'auto' else jitter:.3g}; use a rougher "
+        f"{what} is not positive definite even with jitter up to {top:.3g}; use a rougher "
         "kernel, remove duplicate inputs, or pass a larger jitter= explicitly."
     )
 
@@ -121,15 +143,27 @@ class DensePrior(GaussianPrior):
         self._init_matrix(kernel(x), jitter)
 
     def _init_matrix(self, k: np.ndarray, jitter: float | str) -> None:
-        if jitter != "auto":
+        if jitter != "auto" and not isinstance(jitter, _AutoFrom):
             from .._validation import positive_float
 
             if float(jitter) != 0.0:
                 positive_float("jitter", jitter, "jitter is an absolute variance >= 0 or 'auto'")
         self.state_shape = self.white_shape = self.shape
-        self._jitter_arg = jitter
         self.cov = k
-        self.chol, self.jitter = _cholesky(k, jitter, "the covariance matrix")
+        self.chol, self.jitter, level = _cholesky(k, jitter, "the covariance matrix")
+        # what with_params passes on: under 'auto' the level this (root) prior needed, so the
+        # whole family adds ε·mean(diag K_θ) (module docstring); a child passes its parent's
+        # level on unchanged, never its own, so the level is fixed at the start
+        self._jitter_arg = _AutoFrom(level) if jitter == "auto" else jitter
+
+    @property
+    def jitter_level(self) -> float | None:
+        """Relative jitter level ``ε`` of this prior's hyperparameter family.
+
+        Under ``'auto'`` every prior of the family adds ``ε·mean(diag K_θ)`` (module docstring);
+        ``None`` for an explicit float jitter.
+        """
+        return float(self._jitter_arg) if isinstance(self._jitter_arg, _AutoFrom) else None
 
     @classmethod
     def from_lattice(

@@ -104,6 +104,39 @@ def test_auto_jitter_is_needed_and_recorded():
     assert f"jitter={d.jitter:.3g}" in repr(d)
 
 
+def test_auto_jitter_level_is_fixed_for_the_hyperparameter_family():
+    """with_params keeps the level the user's prior needed (ε·mean diag K_θ at every θ), so the
+    jitter is a function of θ fixed at the start, not of the factorisation history."""
+    root = DensePrior(X60, SE)  # range 1: needs ε = 1e-10
+    eps = root.jitter / np.mean(np.diag(root.cov))
+    assert eps == pytest.approx(1e-10, rel=1e-12)
+    # range 0.05 factors exactly from scratch, but in the family it carries the same ε
+    assert DensePrior(X60, SE.with_params(range=0.05)).jitter == 0.0
+    child = root.with_params(range=0.05, sd=2.0)
+    assert child.jitter == pytest.approx(eps * 4.0, rel=1e-12)
+    np.testing.assert_allclose(child.chol @ child.chol.T, child.cov + child.jitter * np.eye(60),
+                               rtol=0, atol=1e-12)
+    # a grandchild takes the root's level, not its parent's: back at range 1 it is the root
+    back = child.with_params(range=1.0, sd=1.0)
+    assert back.jitter == root.jitter
+    np.testing.assert_array_equal(back.chol, root.chol)
+
+
+def test_auto_jitter_family_density_is_continuous_in_theta():
+    """One ulp of range moves log N(f; 0, K_θ) by round-off only.  Under the old per-θ ladder
+    a neighbour factored at jitter 0 and it moved by 5e5 here (decision 60)."""
+    f = DensePrior(X60, SE).sample(np.random.default_rng(5), 1)
+    for r0 in (0.1, 0.15, 0.2, 0.3):
+        root = DensePrior(X60, SE.with_params(range=0.2))
+        ref = root.with_params(range=r0)
+        levels = set()
+        for r in (r0, np.nextafter(r0, 1.0), np.nextafter(r0, 0.0)):
+            nb = root.with_params(range=float(r))
+            levels.add(nb.jitter / np.mean(np.diag(nb.cov)))
+            assert abs(nb.logpdf(f)[0] - ref.logpdf(f)[0]) < 1e-6 * abs(ref.logpdf(f)[0]), r
+        assert levels == {1e-10}
+
+
 def test_zero_jitter_on_rank_deficient_kernel_raises():
     with pytest.raises(NotPositiveDefiniteError, match="not positive definite"):
         DensePrior(X60, SE, jitter=0.0)
