@@ -523,11 +523,14 @@ class HyperMove:
         # same at every proposal, so they are computed once here and only term k per call.
         # The sum runs over the same terms in the same order as _log_h, so it is bitwise the
         # same (tested); with Ionosphere's 35 hyperparameters this was a third of a sweep.
+        # The others are the chain's θ itself, not θ rebuilt from u: from_unconstrained ∘
+        # to_unconstrained is not exact, and a one-ulp change of sd made a move of the mean
+        # build a new covariance (decision 60).
         one = k is not None and self._ridge is None
         if one:
             name_k = self.params[k]
             h_k = model.hyperpriors[name_k]
-            theta_u = self._from_u(u_full, ch.theta)
+            theta_u = dict(ch.theta)
             terms = [self._log_h_term(n, theta_u[n]) for n in self.params]
 
         def logp(x):

@@ -416,9 +416,36 @@ def test_univariate_target_caches_the_other_hyperprior_terms():
             prep = move._prepare(ctx, ch, rngs[0])
             logp = move._logp_fn(ctx, prep, ch, u0, k)
             for x in u0[k] + np.array([-0.3, 0.05, 0.4]):
-                u = u0.copy()
-                u[k] = x
-                theta = move._from_u(u, ch.theta)
+                theta = dict(ch.theta)  # the others exactly the chain's (see the next test)
+                name = move.params[k]
+                theta[name] = float(model.hyperpriors[name].from_unconstrained(x))
                 prior = model.prior_for(theta, ch.prior)
                 want = prep.evaluate(theta, prior)[0] + move._log_h(theta)
                 assert logp(x)[0] == want, (r, k, x)
+
+
+def test_univariate_target_keeps_the_other_coordinates_exact():
+    """A univariate move sets only its coordinate: the others are the chain's θ bitwise, so a
+    move of the mean builds no covariance even where from_unconstrained(to_unconstrained(sd))
+    is not sd (it rebuilt θ from u, one ulp of sd built a covariance per proposal; decision 60)."""
+    model = gaussian_model("dense", _DATA, noise_sd=0.5, names=("sd", "range", "mean"))
+    rngs = chain_rngs(9, 1)
+    state = init_state(model, rngs)
+    h_sd = model.hyperpriors["sd"]
+    sd = 0.48687849104216857  # the redwoods value whose round trip is one ulp off
+    assert float(h_sd.from_unconstrained(h_sd.to_unconstrained(sd))) != sd
+    theta = dict(state.theta_of(0), sd=sd)
+    prior = model.prior_for(theta, state.priors[0])
+    for r in ("fixed", "prior-white", "surr-site", "post-site"):
+        move = HyperMove(model, r)
+        ctx = hyper._Context(model, move.site_method, move._taylor_fit)
+        ch = hyper._Chain(theta, prior, state.f[:1], state.white[:1], state.beta[0],
+                          float(state.loglik[0]))
+        k = move.params.index("mean")
+        u0 = move._to_u(ch.theta)
+        logp = move._logp_fn(ctx, move._prepare(ctx, ch, rngs[0]), ch, u0, k)
+        for x in u0[k] + np.array([-0.3, 0.05, 0.4]):
+            prop = logp(x)[1]
+            assert prop.theta["sd"] == sd and prop.theta["range"] == theta["range"], r
+            assert prop.prior is prior, r
+        assert ctx.n_cov == 0, r
