@@ -88,6 +88,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -381,8 +382,35 @@ def build_problem(name: str, *, iono_n: int = IONO_N, iono_d: int | None = None,
     if any(k.startswith("range_") for k in model.hyperpriors):
         info["hyperpriors"].append(hp["range"].describe("range_i") + ", for every range_i")
     info["n_hyper"] = len(model.hyper_names)
-    info["jitter_policy"] = "DensePrior jitter='auto' (0, then 1e-10 … 1e-6 × mean diag)"
+    info["jitter_policy"] = jitter_policy(model.prior)
     return Problem(name, model, info)
+
+
+def jitter_policy(prior: DensePrior) -> str:
+    """What jitter the samplers' covariances carry, as the data set's description records it.
+
+    The ``'auto'`` level of the initial prior is kept for every θ (:mod:`lattice_lgm.priors.dense`,
+    decision 60).  At level 0 that is the same ladder as before the decision, so a description
+    (and a ``--reuse`` match) changes only where the draws did.
+    """
+    level = prior.jitter_level
+    if level == 0.0:
+        return "DensePrior jitter='auto' (0, then 1e-10 … 1e-6 × mean diag)"
+    return (f"DensePrior jitter='auto': {level:g} × mean diag K_θ at every θ (the initial "
+            f"prior's level), then up to 1e-6 × mean diag")
+
+
+def code_version() -> str | None:
+    """The git commit the run was sampled at (``-dirty`` with uncommitted changes), or None."""
+    try:
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--",
+                                "lattice_lgm", "benchmarks/papers"], capture_output=True,
+                               text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("-dirty" if dirty else "")
 
 
 # -- the complete-data log-likelihood --------------------------------------------------------------
@@ -691,6 +719,7 @@ def run_one(prob: Problem, method: str, *, n_chains: int, n_iter: int, n_burn: i
         })
     out = {"method": method, "seed": seed, "n_chains": n_chains, "n_iter": n_iter,
            "n_burn": n_burn, "store": str(store), "resumed": start > 0,
+           "code": code_version(),
            "seconds_sampling": seconds,
            **{k: fn(store, prob.model.hyper_names) for k, fn in STORE_STATS.items()},
            "chains": chains}
