@@ -401,13 +401,17 @@ def jitter_policy(prior: DensePrior) -> str:
 
 
 def code_version() -> str | None:
-    """The git commit the run was sampled at (``-dirty`` with uncommitted changes), or None."""
+    """The git commit the run was sampled at, or None outside a checkout.
+
+    ``-dirty`` is appended when Python sources of the package or the paper scripts have
+    uncommitted changes (documentation edits do not change draws).
+    """
     try:
         head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"],
                               capture_output=True, text=True, check=True).stdout.strip()
         dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--",
-                                "lattice_lgm", "benchmarks/papers"], capture_output=True,
-                               text=True, check=True).stdout.strip()
+                                "lattice_lgm/*.py", "benchmarks/papers/*.py"],
+                               capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
     return head + ("-dirty" if dirty else "")
