@@ -91,6 +91,16 @@ def test_per_axis_ranges_on_points_build_the_ard_kernel():
 
 
 # -- the complete-data log-likelihood -------------------------------------------------------------
+def test_jitter_policy_names_the_level_kept_for_every_theta():
+    """The description (and so a --reuse match) records the jitter level the family keeps;
+    at level 0 it is the string of before decision 60, since those draws did not change."""
+    assert H.build_problem("mining").info["jitter_policy"].startswith(
+        "DensePrior jitter='auto': 1e-10 × mean diag K_θ at every θ")
+    x = np.linspace(0.0, 1.0, 30)
+    assert H.jitter_policy(DensePrior(x, SquaredExponential(range=0.01))) == (
+        "DensePrior jitter='auto' (0, then 1e-10 … 1e-6 × mean diag)")
+
+
 def test_complete_data_loglik_matches_a_dense_computation():
     from lattice_lgm.samplers import chain_rngs, init_state
 
@@ -160,6 +170,9 @@ def test_quick_mining_end_to_end_and_resume(tmp_path):
     res = _check_outputs(out, ["mining"])
     # a second start skips the finished runs (their result.json) and reports the same numbers
     first = res["datasets"]["mining"]["runs"]["surr-site"]["chains"]
+    # each run records the commit it was sampled at (this test runs inside the checkout)
+    code = res["datasets"]["mining"]["runs"]["surr-site"]["code"]
+    assert code is not None and code.split("-")[0] in H.code_version()
     # a result written before R-hat was reported gets it from its store on the next start
     done = next((out / "work" / "mining").glob("surr-site_*.result.json"))
     old = json.loads(done.read_text())
