@@ -995,6 +995,13 @@ def markdown(res: dict[str, Any]) -> str:
                   "(the same data set, method, protocol, seed and sweep settings), not run again "
                   "for this report: " + "; ".join(
                       f"{n}: {', '.join(v)}" for n, v in reused.items() if v) + ".", ""]
+    by_code: dict[str, list[str]] = {}
+    for n in names:
+        for m, r in res["datasets"][n]["runs"].items():
+            by_code.setdefault(r.get("code") or "not recorded", []).append(f"{n} {m}")
+    lines += ["Code: the commit each run was sampled at (`code`; runs from before it was "
+              "recorded say so): " + "; ".join(
+                  f"{c}: {', '.join(v)}" for c, v in sorted(by_code.items())) + ".", ""]
     if res["mode"] != "full":
         lines += [f"Note: mode {res['mode']}, not the paper's protocol: these numbers check the "
                   "pipeline and, where the chains mixed (the R-hat table), the direction of "
