@@ -173,6 +173,7 @@ def test_quick_mining_end_to_end_and_resume(tmp_path):
     # each run records the commit it was sampled at (this test runs inside the checkout)
     code = res["datasets"]["mining"]["runs"]["surr-site"]["code"]
     assert code is not None and code.split("-")[0] in H.code_version()
+    assert f"{code}: mining prior-white, mining surr-site." in (out / "hyper2010.md").read_text()
     # a result written before R-hat was reported gets it from its store on the next start
     done = next((out / "work" / "mining").glob("surr-site_*.result.json"))
     old = json.loads(done.read_text())
