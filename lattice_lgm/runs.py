@@ -69,7 +69,7 @@ class _Plan:
 
     def __init__(self, model: Any, *, draws, tune, chains, random_seed, thin, thin_fields,
                  checkpoint_every, representation, n_latent, discard_tuned_samples,
-                 chain_ids, thresholds, config) -> None:
+                 chain_ids, thresholds, config, step=None) -> None:
         from ._runview import view_of
         from .analysis import DEFAULT_THRESHOLDS
 
@@ -114,6 +114,13 @@ class _Plan:
             "n_latent": self.n_latent, "discard_tuned_samples": self.discard,
             "thresholds": [float(x) for x in th],
         }
+        if step is not None:
+            # a custom sweep decides the moves: record its settings instead of the default
+            # sweep's (which it does not use), so a resume with another sweep is refused
+            from .samplers import sweep_settings
+
+            self.run_config.update(representation=None, n_latent=None,
+                                   step=sweep_settings(step))
 
     # -- data identity ----------------------------------------------------------------------------
     def data_hash(self) -> str:
@@ -703,7 +710,7 @@ def sample(
                  thin=thin, thin_fields=thin_fields, checkpoint_every=checkpoint_every,
                  representation=representation, n_latent=n_latent,
                  discard_tuned_samples=discard_tuned_samples, chain_ids=chain_ids,
-                 thresholds=thresholds, config=config)
+                 thresholds=thresholds, config=config, step=step)
     if resume and store is None:
         raise InvalidParameterError("resume=True needs store=path (the run to continue).")
     if initvals is not None and len(initvals) != len(plan.chain_ids):
@@ -833,7 +840,8 @@ def _create_only(model: Any, path: Path, kwargs: dict, blocks: list[list[int]]) 
 
     kw = {k: kwargs[k] for k in ("draws", "tune", "chains", "random_seed", "thin",
                                  "thin_fields", "checkpoint_every", "representation",
-                                 "n_latent", "discard_tuned_samples", "thresholds", "config")}
+                                 "n_latent", "discard_tuned_samples", "thresholds", "config",
+                                 "step")}
     if kw["random_seed"] is None:
         raise InvalidParameterError(
             "the Dask path needs random_seed (every task must draw from the run's streams).")
@@ -846,9 +854,9 @@ def _create_only(model: Any, path: Path, kwargs: dict, blocks: list[list[int]]) 
     RunStore.create(path, specs, coords, attrs)
 
 
-def resume(store: str | os.PathLike, model: Any = None, *, progressbar: bool = True,
-           chain_ids: Sequence[int] | None = None, dask_workers: int | None = None,
-           dask_scheduler: str | None = None) -> Any:
+def resume(store: str | os.PathLike, model: Any = None, *, step: Any = None,
+           progressbar: bool = True, chain_ids: Sequence[int] | None = None,
+           dask_workers: int | None = None, dask_scheduler: str | None = None) -> Any:
     """Continue a stopped or crashed run from its newest checkpoint(s).
 
     Parameters
@@ -858,6 +866,9 @@ def resume(store: str | os.PathLike, model: Any = None, *, progressbar: bool = T
     model : LGCP, optional
         The model; default: rebuilt from the configuration stored with the run (runs started
         from the command line or with ``config=``).
+    step : Gibbs, optional
+        The custom sweep the run was started with (``sample(step=...)``); needed for such a
+        run, whose recorded settings it must match.  Runs of the default sweep take none.
     chain_ids : sequence of int, optional
         Resume only this block of chains (the ``--chains`` of a job-array task).  Default: the
         whole run — every chain block of a Dask run, in turn (or on Dask with
@@ -872,6 +883,15 @@ def resume(store: str | os.PathLike, model: Any = None, *, progressbar: bool = T
     rs = RunStore(store)
     attrs = rs.attrs
     rc = dict(attrs.get("run_config", {}))
+    if "step" in rc and step is None:
+        raise InvalidParameterError(
+            f"{store} was sampled with a custom sweep ({rc['step']}); pass the same sweep: "
+            "resume(store, model, step=...).")
+    if step is not None and "step" not in rc:
+        raise InvalidParameterError(
+            f"step={step!r} given, but {store} was sampled with the default sweep "
+            f"(representation={rc.get('representation')!r}, n_latent={rc.get('n_latent')!r}); "
+            "resume it without step.")
     cfg = read_config(store)
     if model is None:
         if not cfg:
@@ -883,9 +903,11 @@ def resume(store: str | os.PathLike, model: Any = None, *, progressbar: bool = T
         model = RunConfig.from_resolved(cfg).build_model()
     kw = dict(draws=rc["draws"], tune=rc["tune"], chains=rc["chains"], random_seed=rc["seed"],
               store=store, thin=rc["thin"], thin_fields=rc["thin_fields"],
-              checkpoint_every=rc["checkpoint_every"], representation=rc["representation"],
-              n_latent=rc["n_latent"], discard_tuned_samples=rc["discard_tuned_samples"],
-              thresholds=rc["thresholds"], config=cfg or None, resume=True)
+              checkpoint_every=rc["checkpoint_every"],
+              discard_tuned_samples=rc["discard_tuned_samples"], thresholds=rc["thresholds"],
+              config=cfg or None, resume=True, step=step)
+    if step is None:  # the default sweep: its representation and n_latent
+        kw.update(representation=rc["representation"], n_latent=rc["n_latent"])
     blocks = attrs.get("chain_blocks")
     if chain_ids is not None or not blocks:
         if dask_workers is not None or dask_scheduler is not None:

@@ -437,6 +437,71 @@ def test_ctrl_c_stops_after_a_checkpoint_and_a_reader_sees_committed_draws(model
     _assert_same_store(ref, p)
 
 
+def test_a_custom_sweep_is_recorded_and_a_resume_with_another_is_refused(tmp_path):
+    """A run with ``step=`` records that sweep's settings (not the unused default's
+    representation), and resuming it with another sweep, or with none, is refused."""
+    from lattice_lgm.runs import resume
+    from lattice_lgm.samplers import EllipticalSlice, Gibbs, HyperMove
+
+    reg, _ = _gp_models()
+    fixed = Gibbs(HyperMove(reg, "fixed", width=3.0), EllipticalSlice(reg), n_latent=2)
+    run = dict(draws=2, tune=2, chains=2, random_seed=5, checkpoint_every=2, progressbar=False)
+    path = tmp_path / "custom.zarr"
+    tree = sample(reg, store=path, step=fixed, **run)
+    rc = tree.attrs["run_config"]
+    assert rc["representation"] is None and rc["n_latent"] is None
+    assert rc["step"]["hyper"][0]["representation"] == "fixed"
+    assert rc["step"]["hyper"][0]["width"] == 3.0 and rc["step"]["n_latent"] == 2
+    other = Gibbs(HyperMove(reg, "prior-white", width=3.0), EllipticalSlice(reg), n_latent=2)
+    with pytest.raises(ResumeMismatchError, match="run setting step"):
+        sample(reg, store=path, step=other, resume=True, **run)
+    wider = Gibbs(HyperMove(reg, "fixed", width=2.0), EllipticalSlice(reg), n_latent=2)
+    with pytest.raises(ResumeMismatchError, match="run setting step"):
+        sample(reg, store=path, step=wider, resume=True, **run)
+    with pytest.raises(ResumeMismatchError, match="run setting step"):
+        sample(reg, store=path, resume=True, **run)  # the default sweep
+    with pytest.raises(InvalidParameterError, match="custom sweep"):
+        resume(path, reg, progressbar=False)
+    same = Gibbs(HyperMove(reg, "fixed", width=3.0), EllipticalSlice(reg), n_latent=2)
+    back = resume(path, reg, step=same, progressbar=False)
+    np.testing.assert_array_equal(back["posterior"]["sd"].values, tree["posterior"]["sd"].values)
+    # a default-sweep run records no step, and refuses one on resume
+    plain = tmp_path / "plain.zarr"
+    t2 = sample(reg, store=plain, n_latent=2, **run)
+    assert "step" not in t2.attrs["run_config"]
+    assert t2.attrs["run_config"]["representation"] == "prior-white"
+    with pytest.raises(InvalidParameterError, match="default sweep"):
+        resume(plain, reg, step=same, progressbar=False)
+
+
+def test_sweep_settings_of_objects_without_settings_name_the_class():
+    from lattice_lgm.samplers import sweep_settings
+
+    class MySweep:
+        def step(self, state, rngs):
+            return state, {}
+
+    assert sweep_settings(MySweep()) == {
+        "sweep": f"{__name__}.test_sweep_settings_of_objects_without_settings_name_the_class"
+                 ".<locals>.MySweep"}
+
+    class BadSweep(MySweep):
+        def settings(self):
+            return "fixed"
+
+    with pytest.raises(InvalidParameterError, match="must return a dict"):
+        sweep_settings(BadSweep())
+    # every latent update's settings are JSON-ready and name what changes draws
+    from lattice_lgm.samplers import Gibbs, LineSlice, NealMH
+
+    reg, _ = _gp_models()
+    for latent, key, val in ((NealMH(reg, 0.2), "step_size", 0.2),
+                             (LineSlice(reg, width=1.5), "width", 1.5)):
+        got = json.loads(json.dumps(Gibbs(None, latent, n_latent=3).settings()))
+        assert got["latent"][key] == val and got["hyper"] == [] and got["n_latent"] == 3
+
+
+
 def test_initvals_start_the_chains_where_asked(model):
     """initvals replace the overdispersed starts: with the hyperparameter move left out
     (a latent-only sweep), the hyperparameters stay exactly at the given values."""

@@ -463,6 +463,10 @@ class TracedSweep:
         self.sweep, self.trace, self.k = sweep, trace, int(start)
         self.prior_term = bool(prior_term)
 
+    def settings(self) -> dict[str, Any]:
+        """The wrapped sweep's settings (the record changes no draw), for the store's attrs."""
+        return self.sweep.settings()
+
     def step(self, state: Any, rngs: Sequence[np.random.Generator]) -> tuple[Any, dict]:
         """One sweep of the wrapped sampler, then its record (see the class doc)."""
         t0 = time.perf_counter()

@@ -19,7 +19,7 @@ module                 algorithm
 from . import hyper
 from ._latent import init_state, state_from_fields
 from .ess import EllipticalSlice, NealMH
-from .gibbs import Gibbs
+from .gibbs import Gibbs, sweep_settings
 from .hyper import REPRESENTATIONS, HyperMove, representations_for
 from .line import LineSlice
 from .slice import SliceResult, slice_hyperrect, slice_univariate
@@ -41,4 +41,5 @@ __all__ = [
     "slice_hyperrect",
     "slice_univariate",
     "state_from_fields",
+    "sweep_settings",
 ]

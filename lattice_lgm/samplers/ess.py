@@ -184,6 +184,14 @@ class EllipticalSlice:
         self._kern = _kernels.site_kernels(model.likelihood.site_logpdf)
         self._scratch = _Aux()
 
+    def settings(self) -> dict[str, Any]:
+        """Every setting that changes this update's draws, JSON-ready.
+
+        ``block`` is included: it sets the order in which the shrink uniforms are drawn.
+        """
+        return {"move": self.name, "bracket": self.bracket, "max_shrink": self.max_shrink,
+                "block": self.block}
+
     def step(self, state: LatentState, rngs: Sequence[np.random.Generator], *,
              in_place: bool = False) -> tuple[LatentState, dict[str, Any]]:
         """One elliptical slice update of every chain.
@@ -294,6 +302,10 @@ class NealMH:
         self.step_size = eps
         self._kern = _kernels.site_kernels(model.likelihood.site_logpdf)
         self._scratch = _Aux()
+
+    def settings(self) -> dict[str, Any]:
+        """Every setting that changes this update's draws, JSON-ready."""
+        return {"move": self.name, "step_size": self.step_size}
 
     def step(self, state: LatentState, rngs: Sequence[np.random.Generator], *,
              in_place: bool = False) -> tuple[LatentState, dict[str, Any]]:

@@ -19,7 +19,7 @@ from .hyper import HyperMove
 from .line import LineSlice
 from .state import LatentState
 
-__all__ = ["Gibbs"]
+__all__ = ["Gibbs", "sweep_settings"]
 
 
 class Gibbs:
@@ -59,6 +59,14 @@ class Gibbs:
         self.latent = latent
         self.n_latent = n_latent
 
+    def settings(self) -> dict[str, Any]:
+        """Every setting that changes this sweep's draws, JSON-ready.
+
+        Its moves' :meth:`settings` in order, and ``n_latent``.
+        """
+        return {"sweep": "Gibbs", "hyper": [m.settings() for m in self.hyper],
+                "latent": self.latent.settings(), "n_latent": self.n_latent}
+
     def step(self, state: LatentState,
              rngs: Sequence[np.random.Generator]) -> tuple[LatentState, dict[str, Any]]:
         """One sweep.
@@ -89,3 +97,30 @@ class Gibbs:
                 if k in inf:
                     info[k] = inf[k]
         return state, info
+
+
+def sweep_settings(step: Any) -> dict[str, Any]:
+    """What a run records of a custom sweep, so that a resume with another sweep is refused.
+
+    Parameters
+    ----------
+    step : object with ``step(state, rngs)``
+        A :class:`Gibbs` (or any object with a ``settings()`` method returning a JSON-ready
+        dict of everything that changes its draws).
+
+    Returns
+    -------
+    dict
+        ``step.settings()``; for an object without one, only its class
+        (``{"sweep": "module.QualName"}``) — a resume can then check the class, not its
+        settings.
+    """
+    fn = getattr(step, "settings", None)
+    if callable(fn):
+        out = fn()
+        if not isinstance(out, dict):
+            raise InvalidParameterError(
+                f"step.settings() of {type(step).__name__} returned {type(out).__name__}; it "
+                "must return a dict of the sweep's settings.")
+        return out
+    return {"sweep": f"{type(step).__module__}.{type(step).__qualname__}"}

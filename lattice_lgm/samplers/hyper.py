@@ -455,6 +455,18 @@ class HyperMove:
         self.name = f"{representation}/{method}"
         self._taylor = None
 
+    def settings(self) -> dict[str, Any]:
+        """Every setting that changes this move's draws, JSON-ready.
+
+        A run records them, so a resume with a different move is refused.
+        """
+        return {"move": "hyper", "representation": self.representation,
+                "params": list(self.params), "method": self.method, "scheme": self.scheme,
+                "parameterisation": self.parameterisation, "nu": self._ridge,
+                "width": self.width, "step_out": self.step_out,
+                "proposal_sd": self.proposal_sd, "site_method": self.site_method,
+                "max_shrink": self.max_shrink}
+
     def _taylor_fit(self) -> Any:
         """The likelihood's Taylor fit (eq. 13), computed on first use and kept."""
         if self._taylor is None:

@@ -115,6 +115,11 @@ class LineSlice:
         self._kern = _kernels.site_kernels(model.likelihood.site_logpdf)
         self._scratch = _Aux()
 
+    def settings(self) -> dict[str, Any]:
+        """Every setting that changes this update's draws, JSON-ready."""
+        return {"move": self.name, "width": self.width, "max_steps_out": self.max_steps_out,
+                "max_shrink": self.max_shrink}
+
     def step(self, state: LatentState, rngs: Sequence[np.random.Generator], *,
              in_place: bool = False) -> tuple[LatentState, dict[str, Any]]:
         """One straight-line slice update of every chain.
