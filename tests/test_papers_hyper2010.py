@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -162,18 +164,40 @@ def _check_outputs(out: Path, datasets: list[str]) -> dict:
     return res
 
 
-def test_quick_mining_end_to_end_and_resume(tmp_path):
+def test_code_version_is_this_checkouts_commit():
+    got = H.code_version()  # the tests run inside the checkout
+    assert re.fullmatch(r"[0-9a-f]{12}(-dirty)?", got), got
+    head = subprocess.run(["git", "-C", str(H.ROOT), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout
+    assert head.startswith(got.split("-")[0])
+
+
+def test_quick_mining_end_to_end_and_resume(tmp_path, monkeypatch):
     # one data set of --quick keeps the default tier fast (one likelihood to compile); the whole
     # --quick is the slow test below
     out = tmp_path / "q"
+    # each run records the commit it was sampled at, read when its sampling starts: a checkout
+    # that changes during a run (here: after the first run's sampling) does not relabel it
+    commit = {"now": "aaaaaaaaaaaa"}
+    monkeypatch.setattr(H, "code_version", lambda: commit["now"])
+    sample_traced = H.sample_traced
+
+    def then_commit(*args, **kwargs):
+        got = sample_traced(*args, **kwargs)
+        commit["now"] = "bbbbbbbbbbbb-dirty"
+        return got
+
+    monkeypatch.setattr(H, "sample_traced", then_commit)
     assert H.main(["--quick", "--datasets", "mining", "--out", str(out)]) == 0
+    monkeypatch.undo()
     res = _check_outputs(out, ["mining"])
     # a second start skips the finished runs (their result.json) and reports the same numbers
     first = res["datasets"]["mining"]["runs"]["surr-site"]["chains"]
-    # each run records the commit it was sampled at (this test runs inside the checkout)
-    code = res["datasets"]["mining"]["runs"]["surr-site"]["code"]
-    assert code is not None and code.split("-")[0] in H.code_version()
-    assert f"{code}: mining prior-white, mining surr-site." in (out / "hyper2010.md").read_text()
+    runs = res["datasets"]["mining"]["runs"]
+    assert (runs["prior-white"]["code"], runs["surr-site"]["code"]) == (
+        "aaaaaaaaaaaa", "bbbbbbbbbbbb-dirty")
+    md = (out / "hyper2010.md").read_text()
+    assert ("aaaaaaaaaaaa: mining prior-white; bbbbbbbbbbbb-dirty: mining surr-site." in md)
     # a result written before R-hat was reported gets it from its store on the next start
     done = next((out / "work" / "mining").glob("surr-site_*.result.json"))
     old = json.loads(done.read_text())

@@ -691,7 +691,8 @@ def run_one(prob: Problem, method: str, *, n_chains: int, n_iter: int, n_burn: i
     -------
     dict
         ``chains``: one dict per chain (``ess``, ``ess_bulk``, ``n_loglik``, ``n_cov``,
-        ``seconds``, ``per_loglik``, ``per_cov``, ``per_second``, …) and the run's settings.
+        ``seconds``, ``per_loglik``, ``per_cov``, ``per_second``, …) and the run's settings;
+        ``code``: :func:`code_version` when this process started sampling.
     """
     done = store.with_suffix(".result.json")
     if done.exists():
@@ -702,6 +703,9 @@ def run_one(prob: Problem, method: str, *, n_chains: int, n_iter: int, n_burn: i
                 out.setdefault(k, fn(store, prob.model.hyper_names))
             done.write_text(json.dumps(out, indent=1))
         return out
+    # the commit the draws come from: read before sampling, since the checkout may change
+    # during a run of hours (a resumed run records the resuming process's commit)
+    code = code_version()
     tree, post, start = sample_traced(
         prob.model, _build_sweep(prob.model, method), n_chains=n_chains, n_iter=n_iter,
         n_burn=n_burn, seed=seed, store=store)
@@ -727,7 +731,7 @@ def run_one(prob: Problem, method: str, *, n_chains: int, n_iter: int, n_burn: i
         })
     out = {"method": method, "seed": seed, "n_chains": n_chains, "n_iter": n_iter,
            "n_burn": n_burn, "store": str(store), "resumed": start > 0,
-           "code": code_version(),
+           "code": code,
            "seconds_sampling": seconds,
            **{k: fn(store, prob.model.hyper_names) for k, fn in STORE_STATS.items()},
            "chains": chains}
