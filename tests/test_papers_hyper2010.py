@@ -361,6 +361,7 @@ def test_reuse_takes_matching_recorded_runs_and_samples_nothing(tmp_path, capsys
     assert H.main([*argv, "--out", str(tmp_path / "a")]) == 0
     first = tmp_path / "a" / "hyper2010.json"
     rec = json.loads(first.read_text())["datasets"]["mining"]["runs"]["prior-white"]
+    rec_info = json.loads(first.read_text())["datasets"]["mining"]["info"]
     assert H.main([*argv, "--out", str(tmp_path / "b"), "--reuse", str(first)]) == 0
     assert not (tmp_path / "b" / "work" / "mining").exists()  # nothing sampled
     res = json.loads((tmp_path / "b" / "hyper2010.json").read_text())
@@ -382,7 +383,33 @@ def test_reuse_takes_matching_recorded_runs_and_samples_nothing(tmp_path, capsys
     (tmp_path / "edited.json").write_text(json.dumps(old))
     assert H.main([*argv, "--out", str(tmp_path / "d"), "--reuse", str(tmp_path / "edited.json"),
                    "--finished-only"]) == 0
-    assert "description differs" in capsys.readouterr().out
+    assert "description differs (hyperpriors)" in capsys.readouterr().out
+    # --stale-ok takes it, marked stale with both descriptions, and the report says so
+    assert H.main([*argv, "--out", str(tmp_path / "e"), "--reuse", str(tmp_path / "edited.json"),
+                   "--finished-only", "--stale-ok", "mining"]) == 0
+    res = json.loads((tmp_path / "e" / "hyper2010.json").read_text())
+    run = res["datasets"]["mining"]["runs"]["prior-white"]
+    assert run["stale"] == {"hyperpriors": {"then": ["something else"],
+                                            "now": rec_info["hyperpriors"]}}
+    assert res["settings"]["stale_ok"] == ["mining"]
+    md = (tmp_path / "e" / "hyper2010.md").read_text()
+    assert "**Stale (`--stale-ok`): mining prior-white.**" in md
+    assert "`hyperpriors` then ['something else'], now " in md
+    # but not a run that differs in anything else as well
+    old["datasets"]["mining"]["runs"]["prior-white"]["seed"] += 1
+    (tmp_path / "edited2.json").write_text(json.dumps(old))
+    capsys.readouterr()
+    assert H.main([*argv, "--out", str(tmp_path / "f"), "--reuse", str(tmp_path / "edited2.json"),
+                   "--finished-only", "--stale-ok", "mining"]) == 0
+    assert "mining" not in json.loads((tmp_path / "f" / "hyper2010.json").read_text())["datasets"]
+    assert "seed" in capsys.readouterr().out
+    # --stale-ok is refused without --reuse, or for a data set not run, before any write
+    with pytest.raises(InvalidParameterError, match="needs --reuse"):
+        H.main([*argv, "--out", str(tmp_path / "g"), "--stale-ok", "mining"])
+    with pytest.raises(InvalidParameterError, match="does not include"):
+        H.main([*argv, "--out", str(tmp_path / "g"), "--reuse", str(first),
+                "--stale-ok", "redwoods"])
+    assert not (tmp_path / "g").exists()
 
 
 @pytest.mark.parametrize("content, match", [

@@ -1003,6 +1003,19 @@ def markdown(res: dict[str, Any]) -> str:
                   "(the same data set, method, protocol, seed and sweep settings), not run again "
                   "for this report: " + "; ".join(
                       f"{n}: {', '.join(v)}" for n, v in reused.items() if v) + ".", ""]
+    stale = {n: {m: r["stale"] for m, r in res["datasets"][n]["runs"].items() if r.get("stale")}
+             for n in names}
+    for n, per in stale.items():
+        if not per:
+            continue
+        keys = sorted({k for v in per.values() for k in v})
+        first = next(iter(per.values()))
+        lines += [f"**Stale (`--stale-ok`): {n} {', '.join(per)}.** These runs were sampled "
+                  "under an earlier description of the data set, so their draws are not the "
+                  "ones this code makes; they stay in the report until they are run again. "
+                  "What differs: " + "; ".join(
+                      f"`{k}` then {first[k]['then']!r}, now {first[k]['now']!r}"
+                      for k in keys if k in first) + ".", ""]
     by_code: dict[str, list[str]] = {}
     for n in names:
         for m, r in res["datasets"][n]["runs"].items():
@@ -1144,7 +1157,8 @@ def load_previous(path: Path) -> dict[str, Any]:
 
 def reusable_run(previous: Sequence[dict[str, Any]], name: str, method: str,
                  proto: dict[str, int], seed: int, info: dict[str, Any],
-                 settings: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+                 settings: dict[str, Any], *,
+                 stale_ok: bool = False) -> tuple[dict[str, Any] | None, str]:
     """The first run of ``previous`` that is this (data set, method) run, already finished.
 
     A run stands in for sampling only when everything that decides its draws matches: the data
@@ -1153,6 +1167,11 @@ def reusable_run(previous: Sequence[dict[str, Any]], name: str, method: str,
     then the ones this invocation would make (the runs are deterministic in their seed), so
     nothing is re-run that a committed results file already records, e.g. on a machine that
     lost its ``--work``.
+
+    With ``stale_ok`` a run whose data-set description alone differs is taken too, marked
+    ``stale`` with the differing description entries then and now (its draws are not the ones
+    this code makes; the report says so).  For records whose re-run is out of reach, e.g.
+    Ionosphere's four runs of ~2.3 h each, sampled before architecture decision 60.
 
     Returns
     -------
@@ -1169,17 +1188,22 @@ def reusable_run(previous: Sequence[dict[str, Any]], name: str, method: str,
             continue
         run = ds["runs"][method]
         got = {k: run.get(k) for k in proto}
+        then = ds.get("info") or {}
+        changed = sorted(k for k in set(then) | set(here) if then.get(k) != here.get(k))
         diffs = []
-        if ds.get("info") != here:
-            diffs.append("the data set's description differs")
         if got != dict(proto):
             diffs.append(f"protocol {got} there, {dict(proto)} here")
         if run.get("seed") != seed:
             diffs.append(f"seed {run.get('seed')} there, {seed} here")
         diffs += [f"{k} {prev['settings'].get(k)!r} there, {settings[k]!r} here"
                   for k in REUSE_SETTINGS if prev["settings"].get(k) != settings[k]]
-        if not diffs:
-            return {**run, "reused_from": prev["path"]}, ""
+        if not diffs and (not changed or stale_ok):
+            out = {**run, "reused_from": prev["path"]}
+            if changed:
+                out["stale"] = {k: {"then": then.get(k), "now": here.get(k)} for k in changed}
+            return out, ""
+        if changed:
+            diffs.insert(0, f"the data set's description differs ({', '.join(changed)})")
         why = f"{prev['path']}: " + "; ".join(diffs)
     return None, why
 
@@ -1215,7 +1239,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "results/hyper2010.json) instead of running them again, when their data "
                          "set, method, protocol, seed and sweep settings match (repeatable; the "
                          "first match wins); for a machine that has lost its --work")
+    ap.add_argument("--stale-ok", action="append", default=[], choices=DATASETS,
+                    metavar="DATASET",
+                    help="with --reuse: also take this data set's recorded runs whose data-set "
+                         "description alone differs (e.g. sampled under an earlier jitter "
+                         "policy), marked stale in the report (repeatable)")
     args = ap.parse_args(argv)
+    if args.stale_ok and not args.reuse:
+        raise InvalidParameterError(
+            f"--stale-ok {' '.join(args.stale_ok)} needs --reuse RESULTS_JSON (the runs to "
+            "take); add it, or drop --stale-ok.")
     previous = [load_previous(p) for p in args.reuse]
     import numba
 
@@ -1240,6 +1273,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(overrides) < len(args.protocol):
         raise InvalidParameterError(
             f"--protocol names a data set twice ({args.protocol}); give each once.")
+    stale_unused = sorted(set(args.stale_ok) - set(names))
+    if stale_unused:
+        raise InvalidParameterError(
+            f"--stale-ok names {stale_unused}, which this run does not include (--datasets "
+            f"{names}); add them to --datasets or drop their --stale-ok.")
     unused = sorted(set(overrides) - set(names))
     if unused:
         raise InvalidParameterError(
@@ -1264,6 +1302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      "step_out": False, "sizes": sizes, "work": str(work),
                      "numba_threads": args.threads, "finished_only": args.finished_only,
                      "reuse": [p["path"] for p in previous],
+                     "stale_ok": sorted(set(args.stale_ok)),
                      "method_map": {m: m for m in METHODS}},
         "datasets": {},
     }
@@ -1284,7 +1323,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed = _seed("hyper2010", name, m)
             finished = store.with_suffix(".result.json").exists()
             old, why = (None, "") if finished else reusable_run(
-                previous, name, m, proto, seed, prob.info, res["settings"])
+                previous, name, m, proto, seed, prob.info, res["settings"],
+                stale_ok=name in args.stale_ok)
             if why:
                 print(f"  {m}: not reused ({why})", flush=True)
             if old is not None:
