@@ -96,8 +96,11 @@ def test_per_axis_ranges_on_points_build_the_ard_kernel():
 def test_jitter_policy_names_the_level_kept_for_every_theta():
     """The description (and so a --reuse match) records the jitter level the family keeps;
     at level 0 it is the string of before decision 60, since those draws did not change."""
-    assert H.build_problem("mining").info["jitter_policy"].startswith(
-        "DensePrior jitter='auto': 1e-10 × mean diag K_θ at every θ")
+    for name in ("mining", "redwoods", "ionosphere"):  # their initial K needs 1e-10
+        assert H.build_problem(name).info["jitter_policy"].startswith(
+            "DensePrior jitter='auto': 1e-10 × mean diag K_θ at every θ"), name
+    assert H.build_problem("synthetic").info["jitter_policy"] == (
+        "DensePrior jitter='auto' (0, then 1e-10 … 1e-6 × mean diag)")
     x = np.linspace(0.0, 1.0, 30)
     assert H.jitter_policy(DensePrior(x, SquaredExponential(range=0.01))) == (
         "DensePrior jitter='auto' (0, then 1e-10 … 1e-6 × mean diag)")
