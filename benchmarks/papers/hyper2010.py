@@ -1067,7 +1067,9 @@ def figure(res: dict[str, Any], path: Path) -> None:
             z = res["datasets"][n]["summary"]["normaliser"][k]
             p = PAPER["surr_site_normalisers"][k].get(n)
             pr = res["datasets"][n]["protocol"]
-            labels.append(f"{n}\n{pr['n_chains']}×({pr['n_burn']}+{pr['n_iter']})\n"
+            stale = any(r.get("stale") for r in res["datasets"][n]["runs"].values())
+            labels.append(f"{n}{' (stale)' if stale else ''}\n"
+                          f"{pr['n_chains']}×({pr['n_burn']}+{pr['n_iter']})\n"
                           f"x{_e(z)}\n(paper x{_e(p)})")
         ax.set_xticklabels(labels, fontsize=8)
         ax.set_ylabel(f"effective samples {METRIC_LABEL[k]}\n(relative to surr-site)",
