@@ -1008,14 +1008,14 @@ def markdown(res: dict[str, Any]) -> str:
     for n, per in stale.items():
         if not per:
             continue
-        keys = sorted({k for v in per.values() for k in v})
+        # the description is the data set's, so one run's record of the difference is all
         first = next(iter(per.values()))
         lines += [f"**Stale (`--stale-ok`): {n} {', '.join(per)}.** These runs were sampled "
                   "under an earlier description of the data set, so their draws are not the "
                   "ones this code makes; they stay in the report until they are run again. "
                   "What differs: " + "; ".join(
-                      f"`{k}` then {first[k]['then']!r}, now {first[k]['now']!r}"
-                      for k in keys if k in first) + ".", ""]
+                      f"`{k}` then {v['then']!r}, now {v['now']!r}"
+                      for k, v in sorted(first.items())) + ".", ""]
     by_code: dict[str, list[str]] = {}
     for n in names:
         for m, r in res["datasets"][n]["runs"].items():
@@ -1275,16 +1275,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(overrides) < len(args.protocol):
         raise InvalidParameterError(
             f"--protocol names a data set twice ({args.protocol}); give each once.")
-    stale_unused = sorted(set(args.stale_ok) - set(names))
-    if stale_unused:
-        raise InvalidParameterError(
-            f"--stale-ok names {stale_unused}, which this run does not include (--datasets "
-            f"{names}); add them to --datasets or drop their --stale-ok.")
-    unused = sorted(set(overrides) - set(names))
-    if unused:
-        raise InvalidParameterError(
-            f"--protocol names {unused}, which this run does not include (--datasets "
-            f"{names}); add them to --datasets or drop their --protocol.")
+    for flag, named in (("--stale-ok", args.stale_ok), ("--protocol", overrides)):
+        unused = sorted(set(named) - set(names))
+        if unused:
+            raise InvalidParameterError(
+                f"{flag} names {unused}, which this run does not include (--datasets "
+                f"{names}); add them to --datasets or drop their {flag}.")
     sizes = (dict(iono_n=40, iono_d=4, reg_n=40, reg_d=3, redwood_bins=10) if quick else {})
     full = not quick and not any(x is not None for x in (
         args.datasets, args.methods, args.chains, args.iterations, args.mining_iterations,
