@@ -736,6 +736,7 @@ def sample(
     if resume:
         st = RunStore(path)
         check_compatible(st.attrs, attrs)
+        st.remove_orphans(plan.chain_ids, plan.tag)  # what a killed writer left half-written
         runner_sink = _StoreSink(st)
         runner = _Runner(plan, runner_sink, probe_rngs, step=step, progressbar=progressbar,
                          checkpointing=True)

@@ -186,6 +186,11 @@ class RunStore:
         if not (self.path / "zarr.json").exists():
             raise InvalidParameterError(
                 f"store={str(self.path)!r} is not a lattice_lgm run store (no zarr.json).")
+        if not (self.path / COMMIT_DIR).is_dir():  # made last by create()
+            raise InvalidParameterError(
+                f"store={str(self.path)!r} was never fully created (no {COMMIT_DIR}/): the "
+                "process making it stopped while it laid out the arrays, before any draw was "
+                "written. Delete the directory and start the run again.")
         with _quiet():
             self.root = zarr.open_group(str(self.path), mode="r+")
 
@@ -273,6 +278,50 @@ class RunStore:
     def attrs(self) -> dict[str, Any]:
         """The root attributes."""
         return dict(self.root.attrs)
+
+    def remove_orphans(self, chains: Sequence[int], tag: str = "") -> list[Path]:
+        """Delete the temporary files a killed writer of ``chains`` left behind; before resuming.
+
+        A process killed mid-write leaves zarr's atomic-write temporaries
+        (``<chunk>.<uuid>.partial``) beside the chunks it was replacing, a half-written commit
+        marker (``.commits/.tmp-<pid>-chain-<i>.json``) and a half-written checkpoint
+        (``.checkpoint/.tmp<tag>-<gen>.npz``).  None of them is ever read, but they would stay in
+        the store for good and make a resumed run's files differ from an uninterrupted one's.
+        Only files of these chains (and of this checkpoint ``tag``) are touched: another chain
+        block writing into the same store at the same time keeps its own temporaries.
+
+        Parameters
+        ----------
+        chains : sequence of int
+            The chains the resuming process writes.
+        tag : str
+            Its checkpoint tag (``""`` for a run that writes every chain).
+
+        Returns
+        -------
+        list of Path
+            The files removed.
+        """
+        mine = {str(int(c)) for c in chains}
+        gone: list[Path] = []
+        for gname, group in self.root.groups():
+            for aname, arr in group.arrays():
+                dims = arr.metadata.dimension_names or ()
+                chunk_dir = self.path / gname / aname / "c"
+                if not dims or dims[0] != "chain" or not chunk_dir.is_dir():
+                    continue  # arrays without a chain axis are written once, at creation
+                for f in chunk_dir.rglob("*.partial"):
+                    # c/<chain>/<draw block>/... with chain chunks of one chain each
+                    first = f.relative_to(chunk_dir).parts[0].split(".", 1)[0]
+                    if first in mine:
+                        gone.append(f)
+        gone += [f for c in mine for f in (self.path / COMMIT_DIR).glob(f".tmp-*-chain-{c}.json")]
+        pre = f".tmp{tag}-"
+        gone += [f for f in (self.path / CHECKPOINT_DIR).glob(f"{pre}*.npz")
+                 if f.name[len(pre):-4].isdigit()]  # ".tmp-" alone would match tagged blocks
+        for f in gone:
+            f.unlink(missing_ok=True)
+        return gone
 
     # -- checkpoints ----------------------------------------------------------------------------
     def save_checkpoint(self, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray],

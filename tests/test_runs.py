@@ -337,6 +337,58 @@ def test_block_runs_resume_per_block(model, tmp_path):
     sample(model, store=p, resume=True, chain_ids=[0], **RUN)  # finished: nothing to do
 
 
+def _plant(path: Path, chain: int, tag: str = "") -> list[Path]:
+    """The temporaries a writer of ``chain`` killed mid-write leaves (zarr chunk, commit,
+    checkpoint), beside real files so that their names have the store's own form."""
+    chunk = next(f for f in sorted((path / "posterior" / "sd" / "c" / str(chain)).rglob("*"))
+                 if f.is_file())
+    out = [chunk.with_suffix(".0123456789abcdef.partial"),
+           path / ".commits" / f".tmp-4242-chain-{chain}.json",
+           path / CHECKPOINT_DIR / f".tmp{tag}-00000009.npz"]
+    for f in out:
+        f.write_bytes(b"half")
+    return out
+
+
+def test_resume_of_a_store_whose_creation_was_interrupted_says_so(model, tmp_path):
+    """A store whose creating process died before laying out every array (no ``.commits/``,
+    made last) is refused by name, with the remedy, instead of sampling into missing arrays."""
+    from lattice_lgm.runs import resume
+
+    p = tmp_path / "run.zarr"
+    sample(model, store=p, **RUN)
+    (p / ".commits").rename(tmp_path / "gone")
+    for call in (lambda: resume(p, model, progressbar=False),
+                 lambda: sample(model, store=p, resume=True, **RUN)):
+        with pytest.raises(InvalidParameterError, match=r"never fully created.*Delete"):
+            call()
+
+
+def test_resume_removes_what_a_killed_writer_left_half_written(model, reference, tmp_path):
+    """zarr's ``*.partial`` chunk temporaries, a half-written commit marker and checkpoint of
+    the run's chains are deleted on resume (the store then has the reference's bytes); those of
+    another chain block writing into the same store are kept."""
+    from lattice_lgm.runs import resume
+
+    p = tmp_path / "run.zarr"
+    sample(model, store=p, **RUN)
+    planted = _plant(p, 0) + _plant(p, 1)
+    other = p / CHECKPOINT_DIR / ".tmp-c4-7-00000001.npz"  # a block's, not this run's
+    other.write_bytes(b"half")
+    resume(p, model, progressbar=False)
+    assert not [f for f in planted if f.exists()]
+    assert other.exists()
+    _assert_same_store(reference, p)
+
+    b = tmp_path / "blocks.zarr"
+    for c in (0, 1):
+        sample(model, store=b, chain_ids=[c], **RUN)
+    mine, theirs = _plant(b, 0, "-c0-0"), _plant(b, 1, "-c1-1")
+    sample(model, store=b, resume=True, chain_ids=[0], **RUN)
+    assert not [f for f in mine if f.exists()]
+    assert all(f.exists() for f in theirs), "a resume removed another block's files"
+
+
 # -- models other than the LGCP: GP regression and classification on the dense path --------------
 def _gp_models():
     from lattice_lgm.covariance import Matern
