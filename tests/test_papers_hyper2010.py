@@ -295,6 +295,17 @@ def test_finished_only_reports_finished_runs_and_samples_nothing(tmp_path):
     md = (out / "hyper2010.md").read_text()
     assert "**Partial.**" in md and "mining: fixed, surr-site, post-site" in md
     assert "raw: surr-site did not run" in md
+    # a data set with no finished run is named, not passed over as if complete
+    both = ["--quick", "--datasets", "mining", "synthetic", "--methods", "prior-white",
+            "--out", str(out), "--finished-only"]
+    assert H.main(both) == 0
+    md = (out / "hyper2010.md").read_text()
+    assert "synthetic: every run (none had finished)" in md and "**Partial.**" in md
+    # nothing finished at all: refused before the results are replaced by an empty report
+    before = (out / "hyper2010.json").read_bytes()
+    with pytest.raises(InvalidParameterError, match=r"no run of.*has finished.*--work"):
+        H.main(["--quick", "--datasets", "synthetic", "--out", str(out), "--finished-only"])
+    assert (out / "hyper2010.json").read_bytes() == before
 
 
 def test_protocol_per_data_set_names_the_store_and_the_report(tmp_path):
@@ -312,6 +323,14 @@ def test_protocol_per_data_set_names_the_store_and_the_report(tmp_path):
         "mining": d["protocol"]}
     md = (out / "hyper2010.md").read_text()
     assert "| mining | 3 | 2 | 12 | 10 | 1000 | 20000 |" in md
+
+
+def test_not_at_paper_protocol_names_each_short_data_set():
+    paper = {"n_chains": 10, "n_burn": 1000, "n_iter": 5000}
+    protos = {"synthetic": paper, "mining": {**paper, "n_iter": 20_000},
+              "redwoods": {**paper, "n_chains": 4}, "ionosphere": {**paper, "n_burn": 50}}
+    assert H.not_at_paper_protocol(protos) == ["redwoods", "ionosphere"]
+    assert H.not_at_paper_protocol({"mining": paper}) == ["mining"]  # mining runs 20,000
 
 
 @pytest.mark.parametrize("spec, match", [
@@ -374,18 +393,20 @@ def test_reuse_takes_matching_recorded_runs_and_samples_nothing(tmp_path, capsys
     assert "Reused (`--reuse`)" in (tmp_path / "b" / "hyper2010.md").read_text()
     # another protocol is another run: not taken, and the reason is printed
     capsys.readouterr()
-    assert H.main([*argv, "--out", str(tmp_path / "c"), "--reuse", str(first), "--finished-only",
-                   "--protocol", "mining=3,2,12"]) == 0
+    # nothing left to report: refused, and no report written
+    with pytest.raises(InvalidParameterError, match="nothing to report"):
+        H.main([*argv, "--out", str(tmp_path / "c"), "--reuse", str(first), "--finished-only",
+                "--protocol", "mining=3,2,12"])
     out = capsys.readouterr().out
     assert "not reused" in out and "protocol" in out
-    res = json.loads((tmp_path / "c" / "hyper2010.json").read_text())
-    assert "mining" not in res["datasets"]
+    assert not (tmp_path / "c" / "hyper2010.json").exists()
     # so is a run of another data set description (here: other hyperpriors)
     old = json.loads(first.read_text())
     old["datasets"]["mining"]["info"]["hyperpriors"] = ["something else"]
     (tmp_path / "edited.json").write_text(json.dumps(old))
-    assert H.main([*argv, "--out", str(tmp_path / "d"), "--reuse", str(tmp_path / "edited.json"),
-                   "--finished-only"]) == 0
+    with pytest.raises(InvalidParameterError, match="nothing to report"):
+        H.main([*argv, "--out", str(tmp_path / "d"), "--reuse", str(tmp_path / "edited.json"),
+                "--finished-only"])
     assert "description differs (hyperpriors)" in capsys.readouterr().out
     # --stale-ok takes it, marked stale with both descriptions, and the report says so
     assert H.main([*argv, "--out", str(tmp_path / "e"), "--reuse", str(tmp_path / "edited.json"),
@@ -402,9 +423,9 @@ def test_reuse_takes_matching_recorded_runs_and_samples_nothing(tmp_path, capsys
     old["datasets"]["mining"]["runs"]["prior-white"]["seed"] += 1
     (tmp_path / "edited2.json").write_text(json.dumps(old))
     capsys.readouterr()
-    assert H.main([*argv, "--out", str(tmp_path / "f"), "--reuse", str(tmp_path / "edited2.json"),
-                   "--finished-only", "--stale-ok", "mining"]) == 0
-    assert "mining" not in json.loads((tmp_path / "f" / "hyper2010.json").read_text())["datasets"]
+    with pytest.raises(InvalidParameterError, match="nothing to report"):
+        H.main([*argv, "--out", str(tmp_path / "f"), "--reuse", str(tmp_path / "edited2.json"),
+                "--finished-only", "--stale-ok", "mining"])
     assert "seed" in capsys.readouterr().out
     # --stale-ok is refused without --reuse, or for a data set not run, before any write
     with pytest.raises(InvalidParameterError, match="needs --reuse"):

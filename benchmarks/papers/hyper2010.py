@@ -91,7 +91,7 @@ import math
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -155,6 +155,23 @@ MIN_CHAINS, MIN_SWEEPS = 2, 10
 #: sweeps between checkpoints of a new run store (a killed run resumes from the last one)
 CHECKPOINT_SWEEPS = 100
 DATA_SEED = 2010
+
+
+def paper_protocol(name: str) -> dict[str, int]:
+    """The paper's chains, burn-in and sampling sweeps for data set ``name`` (§5)."""
+    return {"n_chains": N_CHAINS, "n_burn": N_BURN,
+            "n_iter": N_ITER_MINING if name == "mining" else N_ITER}
+
+
+def not_at_paper_protocol(protocols: Mapping[str, Mapping[str, int]]) -> list[str]:
+    """The data sets whose chains, burn-in or sampling sweeps differ from the paper's.
+
+    Parameters
+    ----------
+    protocols : mapping of data set to {"n_chains", "n_burn", "n_iter"}
+    """
+    return [n for n, p in protocols.items()
+            if {k: p[k] for k in paper_protocol(n)} != paper_protocol(n)]
 
 
 def hyperpriors(name: str) -> dict[str, Hyperprior]:
@@ -869,9 +886,9 @@ def markdown(res: dict[str, Any]) -> str:
         f"stepping out) then {st['n_latent']} elliptical slice updates.", "",
         "| data set | chains | burn-in sweeps | sampling sweeps | paper: chains | "
         "paper: burn-in | paper: sampling |", "|---" * 7 + "|",
-        *(f"| {n} | {p['n_chains']} | {p['n_burn']} | {p['n_iter']} | {N_CHAINS} | "
-          f"{N_BURN} | {N_ITER_MINING if n == 'mining' else N_ITER} |"
-          for n, p in protos.items()), "",
+        *(f"| {n} | {p['n_chains']} | {p['n_burn']} | {p['n_iter']} | "
+          f"{paper_protocol(n)['n_chains']} | {paper_protocol(n)['n_burn']} | "
+          f"{paper_protocol(n)['n_iter']} |" for n, p in protos.items()), "",
         "**Metric.** Effective samples (coda's spectral-AR estimator, re-implemented in "
         "`ess2010.py`) of the complete-data log-likelihood "
         "`log p(y | f, θ) + log N(f; 0, K_θ)` over the sampling sweeps of each chain, divided by "
@@ -988,14 +1005,16 @@ def markdown(res: dict[str, Any]) -> str:
         "comparison is between methods within a data set.", ""]
     missing = {n: [m for m in APPLICABLE[n] if m not in res["datasets"][n]["runs"]]
                for n in names}
-    if st.get("finished_only") and not any(missing.values()):
+    unfinished = st.get("unfinished_datasets") or []
+    if st.get("finished_only") and not any(missing.values()) and not unfinished:
         lines += ["Assembled with `--finished-only`: every applicable run of these data sets had "
                   "finished.", ""]
     elif st.get("finished_only"):
         lines += ["**Partial.** Assembled with `--finished-only` from the runs that had "
                   "finished; left out: " + "; ".join(
-                      f"{n}: {', '.join(v) or 'none'}" for n, v in missing.items()) + "; "
-                  "data sets not listed above were not run.", ""]
+                      f"{n}: {', '.join(v) or 'none'}" for n, v in missing.items())
+                  + "".join(f"; {n}: every run (none had finished)" for n in unfinished)
+                  + ".", ""]
     reused = {n: [m for m, r in res["datasets"][n]["runs"].items() if r.get("reused_from")]
               for n in names}
     if any(reused.values()):
@@ -1023,8 +1042,14 @@ def markdown(res: dict[str, Any]) -> str:
     lines += ["Code: the commit each run was sampled at (`code`; runs from before it was "
               "recorded say so): " + "; ".join(
                   f"{c}: {', '.join(v)}" for c, v in sorted(by_code.items())) + ".", ""]
-    if res["mode"] != "full":
-        lines += [f"Note: mode {res['mode']}, not the paper's protocol: these numbers check the "
+    short = not_at_paper_protocol(protos)
+    if res["mode"] == "quick" or short:
+        lines += [f"Note: mode {res['mode']}; "
+                  + ("" if res["mode"] == "quick" else
+                     f"{', '.join(short)} not at the paper's protocol (the table above)"
+                     + (f", {', '.join(n for n in names if n not in short)} at it" if
+                        len(short) < len(names) else "") + "; ")
+                  + "where a data set is not at the paper's protocol, its numbers check the "
                   "pipeline and, where the chains mixed (the R-hat table), the direction of "
                   "the differences, not the paper's values.", ""]
     return "\n".join(lines)
@@ -1300,7 +1325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      "step_out": False, "sizes": sizes, "work": str(work),
                      "numba_threads": args.threads, "finished_only": args.finished_only,
                      "reuse": [p["path"] for p in previous],
-                     "stale_ok": sorted(set(args.stale_ok)),
+                     "stale_ok": sorted(set(args.stale_ok)), "unfinished_datasets": [],
                      "method_map": {m: m for m in METHODS}},
         "datasets": {},
     }
@@ -1337,10 +1362,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  {m}: ESS {e['mean']:.1f} ± {e['se']:.1f}, "
                   f"{runs[m]['seconds_sampling']:.1f} s"
                   + (f" (reused from {old['reused_from']})" if old else ""), flush=True)
-        if not runs:
+        if not runs:  # --finished-only and none of its runs has finished
+            res["settings"]["unfinished_datasets"].append(name)
             continue
         res["datasets"][name] = {"info": prob.info, "protocol": proto, "methods": list(runs),
                                  "runs": runs, "summary": summarise(runs)}
+    if not res["datasets"]:  # before writing: an empty report would replace the results
+        raise InvalidParameterError(
+            f"--finished-only: no run of {names} with these settings has finished in --work "
+            f"{work}" + (" or is in the --reuse files" if previous else "") + "; nothing to "
+            "report. Check --work, --chains, --burn-in, --iterations and --protocol, or run "
+            "without --finished-only to sample them.")
     res["seconds_total"] = time.perf_counter() - t_start
     write_outputs(out, STEM, res, markdown(res), lambda path: figure(res, path))
     return 0
