@@ -308,6 +308,12 @@ def test_finished_only_reports_finished_runs_and_samples_nothing(tmp_path):
     assert (out / "hyper2010.json").read_bytes() == before
 
 
+def test_partial_line_names_only_what_was_left_out():
+    line = H.partial_line({"redwoods": [], "mining": ["fixed", "post-taylor"]}, ["synthetic"])
+    assert "mining: fixed, post-taylor; synthetic: every run (none had finished)." in line
+    assert "redwoods" not in line
+
+
 def test_protocol_per_data_set_names_the_store_and_the_report(tmp_path):
     out = tmp_path / "q"
     argv = ["--quick", "--datasets", "mining", "--methods", "surr-site", "--out", str(out)]

@@ -871,6 +871,28 @@ def _posterior_table(res: dict[str, Any], names: Sequence[str], methods: Sequenc
             "|---" * (len(methods) + 2) + "|", *rows]
 
 
+def partial_line(missing: dict[str, list[str]], unfinished: list[str]) -> str:
+    """The report's sentence for a ``--finished-only`` report that is not complete.
+
+    Parameters
+    ----------
+    missing : dict
+        Data set -> the applicable methods that have no finished run; data sets with none
+        missing are not named.
+    unfinished : list of str
+        Data sets none of whose runs had finished.
+
+    Returns
+    -------
+    str
+        One markdown paragraph naming what was left out.
+    """
+    parts = ([f"{n}: {', '.join(v)}" for n, v in missing.items() if v]
+             + [f"{n}: every run (none had finished)" for n in unfinished])
+    return ("**Partial.** Assembled with `--finished-only` from the runs that had finished; "
+            "left out: " + "; ".join(parts) + ".")
+
+
 def markdown(res: dict[str, Any]) -> str:
     """The results as markdown: Figure 3's three panels as tables, the paper's numbers beside."""
     st = res["settings"]
@@ -1010,11 +1032,7 @@ def markdown(res: dict[str, Any]) -> str:
         lines += ["Assembled with `--finished-only`: every applicable run of these data sets had "
                   "finished.", ""]
     elif st.get("finished_only"):
-        lines += ["**Partial.** Assembled with `--finished-only` from the runs that had "
-                  "finished; left out: " + "; ".join(
-                      f"{n}: {', '.join(v) or 'none'}" for n, v in missing.items())
-                  + "".join(f"; {n}: every run (none had finished)" for n in unfinished)
-                  + ".", ""]
+        lines += [partial_line(missing, unfinished), ""]
     reused = {n: [m for m, r in res["datasets"][n]["runs"].items() if r.get("reused_from")]
               for n in names}
     if any(reused.values()):
