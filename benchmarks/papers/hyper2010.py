@@ -1085,7 +1085,7 @@ def figure(res: dict[str, Any], path: Path) -> None:
                                          for n in names)]
     colours = dict(zip(METHODS, ("#444444", "#999999", "#1f77b4", "#9ecae1", "#d62728",
                                  "#ff9896"), strict=True))
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
     w = 0.8 / max(len(methods), 1)
     for ax, k in zip(axes, METRICS, strict=True):
         for j, m in enumerate(methods):
@@ -1112,9 +1112,9 @@ def figure(res: dict[str, Any], path: Path) -> None:
             pr = res["datasets"][n]["protocol"]
             stale = any(r.get("stale") for r in res["datasets"][n]["runs"].values())
             labels.append(f"{n}{' (stale)' if stale else ''}\n"
-                          f"{pr['n_chains']}×({pr['n_burn']}+{pr['n_iter']})\n"
+                          f"{pr['n_chains']} chains,\n{pr['n_burn']}+{pr['n_iter']} sweeps\n"
                           f"x{_e(z)}\n(paper x{_e(p)})")
-        ax.set_xticklabels(labels, fontsize=8)
+        ax.set_xticklabels(labels, fontsize=7.5)
         ax.set_ylabel(f"effective samples {METRIC_LABEL[k]}\n(relative to surr-site)",
                       fontsize=9)
         ax.axhline(1.0, color="k", lw=0.5, ls=":")
@@ -1123,11 +1123,12 @@ def figure(res: dict[str, Any], path: Path) -> None:
     handles = [Patch(facecolor=colours[m], label=m) for m in methods]
     handles.append(Patch(facecolor="white", edgecolor="k", hatch="///",
                          label=f"R-hat > {RHAT_OK}"))
-    axes[1].legend(handles=handles, fontsize=8, ncol=2)
+    # below the panels, where it can cover no bar
+    fig.legend(handles=handles, fontsize=8, ncol=len(handles), loc="lower center")
     fig.suptitle(f"Murray & Adams (2010) Figure 3, reproduced ({res['mode']} mode): ESS of the "
                  f"complete-data log-likelihood per unit cost (log scale; hatched: R-hat > "
                  f"{RHAT_OK}, not mixed)", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
