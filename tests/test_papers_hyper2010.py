@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -312,6 +313,26 @@ def test_partial_line_names_only_what_was_left_out():
     line = H.partial_line({"redwoods": [], "mining": ["fixed", "post-taylor"]}, ["synthetic"])
     assert "mining: fixed, post-taylor; synthetic: every run (none had finished)." in line
     assert "redwoods" not in line
+
+
+def test_paper_protocol_report_accumulates_runs_of_sessions_whose_stores_are_gone(tmp_path):
+    # the documented accumulation: each session samples a method into its own --work with a
+    # scratch --out, then re-assembles the accumulating report with --reuse of its own JSON
+    acc = tmp_path / "acc"
+    base = ["--quick", "--datasets", "mining"]
+    for session, method in enumerate(("prior-white", "surr-site")):
+        work = tmp_path / f"work{session}"
+        assert H.main([*base, "--methods", method, "--work", str(work),
+                       "--out", str(work / "out")]) == 0
+        reuse = ["--reuse", str(acc / "hyper2010.json")] if session else []
+        assert H.main([*base, "--methods", "prior-white", "surr-site", "--work", str(work),
+                       "--out", str(acc), "--finished-only", *reuse]) == 0
+        shutil.rmtree(work)  # the machine is lost between sessions
+    res = json.loads((acc / "hyper2010.json").read_text())
+    runs = res["datasets"]["mining"]["runs"]
+    assert list(runs) == ["prior-white", "surr-site"]
+    assert runs["prior-white"]["reused_from"] == str(acc / "hyper2010.json")
+    assert "reused_from" not in runs["surr-site"]
 
 
 def test_protocol_per_data_set_names_the_store_and_the_report(tmp_path):
