@@ -289,7 +289,10 @@ def test_finished_only_reports_finished_runs_and_samples_nothing(tmp_path):
     # surr-site's result is removed: --finished-only leaves it out instead of sampling it again
     done = next((out / "work" / "mining").glob("surr-site_*.result.json"))
     done.unlink()
-    assert H.main([*argv, "--out", str(out), "--finished-only"]) == 0
+    # the report would lose the recorded surr-site run: refused unless --replace says to drop it
+    with pytest.raises(InvalidParameterError, match=r"mining: surr-site\).*--replace"):
+        H.main([*argv, "--out", str(out), "--finished-only"])
+    assert H.main([*argv, "--out", str(out), "--finished-only", "--replace"]) == 0
     res = json.loads((out / "hyper2010.json").read_text())
     assert list(res["datasets"]["mining"]["runs"]) == ["prior-white"]
     assert not done.exists()
@@ -333,6 +336,37 @@ def test_paper_protocol_report_accumulates_runs_of_sessions_whose_stores_are_gon
     assert list(runs) == ["prior-white", "surr-site"]
     assert runs["prior-white"]["reused_from"] == str(acc / "hyper2010.json")
     assert "reused_from" not in runs["surr-site"]
+
+
+def test_a_report_that_would_lose_recorded_runs_is_refused_before_sampling(tmp_path):
+    # the accumulation trap: sampling one more method straight into the accumulating --out
+    # would replace its report by one holding only that method
+    acc, base = tmp_path / "acc", ["--quick", "--datasets", "mining"]
+    assert H.main([*base, "--methods", "prior-white", "--out", str(acc)]) == 0
+    before = (acc / "hyper2010.json").read_bytes()
+    with pytest.raises(InvalidParameterError,
+                       match=r"--out .*acc: its hyper2010.json records runs that this report "
+                             r"would not hold \(mining: prior-white\).*before sampling.*"
+                             r"--reuse .*hyper2010.json.*another --out.*--replace"):
+        H.main([*base, "--methods", "surr-site", "--out", str(acc)])
+    assert (acc / "hyper2010.json").read_bytes() == before
+    assert not list((acc / "work" / "mining").glob("surr-site_*"))  # nothing was sampled
+    # another data set would drop mining just the same
+    with pytest.raises(InvalidParameterError, match=r"\(mining: prior-white\)"):
+        H.main(["--quick", "--datasets", "synthetic", "--methods", "prior-white",
+                "--out", str(acc)])
+    # the same methods again, or more of them, keep every recorded run
+    assert H.dropped_runs(acc / "hyper2010.json", {"mining": ["prior-white", "fixed"]}) == {}
+    assert H.dropped_runs(tmp_path / "absent.json", {}) == {}
+    # --replace drops them on purpose
+    assert H.main([*base, "--methods", "surr-site", "--out", str(acc), "--replace"]) == 0
+    res = json.loads((acc / "hyper2010.json").read_text())
+    assert list(res["datasets"]["mining"]["runs"]) == ["surr-site"]
+    # a file of that name that is not a results file is not overwritten blindly
+    (acc / "hyper2010.json").write_text("[1, 2]")
+    with pytest.raises(InvalidParameterError, match=r"not a results file of this script.*"
+                                                    r"--replace"):
+        H.main([*base, "--methods", "surr-site", "--out", str(acc)])
 
 
 def test_protocol_per_data_set_names_the_store_and_the_report(tmp_path):

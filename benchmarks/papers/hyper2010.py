@@ -1201,6 +1201,63 @@ def load_previous(path: Path) -> dict[str, Any]:
     return prev
 
 
+def dropped_runs(path: Path, kept: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+    """The runs recorded in the results file ``path`` that a new report of ``kept`` would lose.
+
+    A report replaces its results file whole, so a run recorded there is lost when the new
+    report has no run of its (data set, method): another ``--datasets`` or ``--methods``, or a
+    run that ``--finished-only`` left out.  A run of the same (data set, method) under another
+    protocol replaces it and is not counted: that is what ``--protocol`` asks for.
+
+    Parameters
+    ----------
+    path : Path
+        The ``hyper2010.json`` the new report would be written over (absent: nothing is lost).
+    kept : mapping of str to sequence of str
+        The methods, by data set, that the new report will hold.
+
+    Returns
+    -------
+    dict of str to list of str
+        The recorded methods, by data set, missing from ``kept`` (empty if none).
+
+    Raises
+    ------
+    InvalidParameterError
+        If ``path`` exists but is not a results file of this script: overwriting it might lose
+        something this function cannot see.
+    """
+    if not path.exists():
+        return {}
+    try:
+        old = json.loads(path.read_text())
+        recorded = {name: list(ds["runs"]) for name, ds in old["datasets"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise InvalidParameterError(
+            f"--out {path.parent} holds {path.name}, which is not a results file of this script "
+            f"({type(e).__name__}: {e}); the report would overwrite it. Move it away, give "
+            "another --out, or pass --replace to overwrite it.") from e
+    lost = {name: [m for m in methods if m not in kept.get(name, ())]
+            for name, methods in recorded.items()}
+    return {name: methods for name, methods in lost.items() if methods}
+
+
+def refuse_dropping(path: Path, kept: Mapping[str, Sequence[str]], *, when: str) -> None:
+    """Raise if writing a report of ``kept`` over ``path`` would lose recorded runs.
+
+    ``when`` says at which point the check ran, for the message (before sampling, or before a
+    ``--finished-only`` report is written).  See :func:`dropped_runs`.
+    """
+    lost = dropped_runs(path, kept)
+    if lost:
+        named = "; ".join(f"{name}: {', '.join(ms)}" for name, ms in lost.items())
+        raise InvalidParameterError(
+            f"--out {path.parent}: its {path.name} records runs that this report would not hold "
+            f"({named}), so writing it would lose them ({when}). To keep them, add --reuse "
+            f"{path} (and their --datasets and --methods); to sample into a scratch report, "
+            "give another --out; to discard them, pass --replace.")
+
+
 def reusable_run(previous: Sequence[dict[str, Any]], name: str, method: str,
                  proto: dict[str, int], seed: int, info: dict[str, Any],
                  settings: dict[str, Any], *,
@@ -1290,6 +1347,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="with --reuse: also take this data set's recorded runs whose data-set "
                          "description alone differs (e.g. sampled under an earlier jitter "
                          "policy), marked stale in the report (repeatable)")
+    ap.add_argument("--replace", action="store_true",
+                    help="let the report drop runs that the results file in --out records but "
+                         "this invocation neither samples, finds finished nor reuses (refused "
+                         "otherwise, before anything is sampled)")
     args = ap.parse_args(argv)
     if args.stale_ok and not args.reuse:
         raise InvalidParameterError(
@@ -1330,6 +1391,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.datasets, args.methods, args.chains, args.iterations, args.mining_iterations,
         args.burn_in)) and not overrides
     mode = "quick" if quick else "full" if full else "custom"
+    planned = {name: [m for m in (args.methods or (("prior-white", "surr-site") if quick else
+                                                   APPLICABLE[name])) if m in APPLICABLE[name]]
+               for name in names}
+    results_json = out / f"{STEM}.json"
+    if not args.replace and not args.finished_only:
+        # before hours of sampling: the runs of other data sets or methods in --out would go
+        refuse_dropping(results_json, planned, when="checked before sampling")
     out.mkdir(parents=True, exist_ok=True)
     if quick and out == QUICK_OUT:
         (out / ".gitignore").write_text("*\n")  # results/quick/ is never committed
@@ -1350,8 +1418,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     for name in names:
         prob = build_problem(name, **sizes)
-        methods = [m for m in (args.methods or (("prior-white", "surr-site") if quick else
-                                                APPLICABLE[name])) if m in APPLICABLE[name]]
+        methods = planned[name]
         proto = overrides.get(name) or {
             "n_chains": n_chains, "n_burn": n_burn,
             "n_iter": n_iter_mining if name == "mining" else n_iter}
@@ -1392,6 +1459,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{work}" + (" or is in the --reuse files" if previous else "") + "; nothing to "
             "report. Check --work, --chains, --burn-in, --iterations and --protocol, or run "
             "without --finished-only to sample them.")
+    if not args.replace:  # --finished-only may have left out recorded runs
+        refuse_dropping(results_json, {n: list(d["runs"]) for n, d in res["datasets"].items()},
+                        when="nothing was written")
     res["seconds_total"] = time.perf_counter() - t_start
     write_outputs(out, STEM, res, markdown(res), lambda path: figure(res, path))
     return 0
