@@ -1115,6 +1115,12 @@ def figure(res: dict[str, Any], path: Path) -> None:
                           f"{pr['n_chains']} chains,\n{pr['n_burn']}+{pr['n_iter']} sweeps\n"
                           f"x{_e(z)}\n(paper x{_e(p)})")
         ax.set_xticklabels(labels, fontsize=7.5)
+        for i, n in enumerate(names):
+            if res["datasets"][n]["summary"]["normaliser"][k] is None:
+                # a partial report without surr-site has no bars here: say why, not a blank
+                ax.text(i, 0.5, "surr-site has not run:\nnothing to divide by\n(raw ESS in "
+                        "the report)", ha="center", va="center", fontsize=8, color="0.3",
+                        transform=ax.get_xaxis_transform())  # x: data, y: axes fraction
         ax.set_ylabel(f"effective samples {METRIC_LABEL[k]}\n(relative to surr-site)",
                       fontsize=9)
         ax.axhline(1.0, color="k", lw=0.5, ls=":")
