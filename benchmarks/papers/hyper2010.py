@@ -1170,6 +1170,16 @@ def parse_protocol(text: str) -> tuple[str, dict[str, int]]:
 REUSE_SETTINGS = ("n_latent", "width", "step_out", "sizes")
 
 
+#: what :func:`_is_results` found missing, for the messages of its callers
+NOT_RESULTS = "no Murray & Adams (2010) 'paper', 'settings' and 'datasets'"
+
+
+def _is_results(obj: Any) -> bool:
+    """Whether parsed JSON is a results file of this script (what :func:`main` writes)."""
+    return (isinstance(obj, dict) and obj.get("paper", {}).get("source") == PAPER["source"]
+            and isinstance(obj.get("datasets"), dict) and "settings" in obj)
+
+
 def load_previous(path: Path) -> dict[str, Any]:
     """An earlier results file of this script, for ``--reuse``.
 
@@ -1198,11 +1208,10 @@ def load_previous(path: Path) -> dict[str, Any]:
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise InvalidParameterError(f"--reuse {path} is not JSON ({e}); give a results JSON "
                                     "written by this script.") from e
-    if not (isinstance(prev, dict) and prev.get("paper", {}).get("source") == PAPER["source"]
-            and isinstance(prev.get("datasets"), dict) and "settings" in prev):
+    if not _is_results(prev):
         raise InvalidParameterError(
-            f"--reuse {path} is not a results file of hyper2010.py (no Murray & Adams (2010) "
-            "'paper', 'settings' and 'datasets'); give the hyper2010.json this script wrote.")
+            f"--reuse {path} is not a results file of hyper2010.py ({NOT_RESULTS}); give the "
+            "hyper2010.json this script wrote.")
     prev["path"] = str(path)
     return prev
 
@@ -1237,12 +1246,15 @@ def dropped_runs(path: Path, kept: Mapping[str, Sequence[str]]) -> dict[str, lis
         return {}
     try:
         old = json.loads(path.read_text())
-        recorded = {name: list(ds["runs"]) for name, ds in old["datasets"].items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        why = "" if _is_results(old) else NOT_RESULTS
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        why = f"not JSON: {e}"
+    if why:
         raise InvalidParameterError(
             f"--out {path.parent} holds {path.name}, which is not a results file of this script "
-            f"({type(e).__name__}: {e}); the report would overwrite it. Move it away, give "
-            "another --out, or pass --replace to overwrite it.") from e
+            f"({why}); the report would overwrite it. Move it away, give another --out, or "
+            "pass --replace to overwrite it.")
+    recorded = {name: list(ds.get("runs", {})) for name, ds in old["datasets"].items()}
     lost = {name: [m for m in methods if m not in kept.get(name, ())]
             for name, methods in recorded.items()}
     return {name: methods for name, methods in lost.items() if methods}
@@ -1465,7 +1477,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{work}" + (" or is in the --reuse files" if previous else "") + "; nothing to "
             "report. Check --work, --chains, --burn-in, --iterations and --protocol, or run "
             "without --finished-only to sample them.")
-    if not args.replace:  # --finished-only may have left out recorded runs
+    if args.finished_only and not args.replace:  # it may have left out recorded runs
         refuse_dropping(results_json, {n: list(d["runs"]) for n, d in res["datasets"].items()},
                         when="nothing was written")
     res["seconds_total"] = time.perf_counter() - t_start
