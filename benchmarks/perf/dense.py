@@ -156,8 +156,9 @@ def _old_paths():
             x2 = x1 if x2 is None else np.atleast_2d(np.asarray(x2, dtype=float))
             return self.from_lags(x1[:, None, :] - x2[None, :, :])
 
-        def old_logp_fn(self, ctx, prep, ch, u_full, k):
-            # k=None takes the uncached path: every term of _log_h at every proposal
+        def old_logp_fn(self, ctx, prep, ch, u_full, k, terms=None):
+            # k=None takes the uncached path: every term of _log_h at every proposal (the
+            # chain's terms carried between coordinates, a later saving, stay in)
             inner = logp_fn(self, ctx, prep, ch, u_full, None)
 
             def logp(x):

@@ -424,6 +424,42 @@ def test_univariate_target_caches_the_other_hyperprior_terms():
                 assert logp(x)[0] == want, (r, k, x)
 
 
+def test_sweep_carries_the_chain_hyperprior_terms(monkeypatch):
+    """One sweep computes each coordinate's hyperprior term once for the chain, then only at
+    proposals and acceptances; the terms it carries into every coordinate's move are bitwise
+    those of the chain's θ at that moment (a stale term after an accepted move fails here)."""
+    model = gaussian_model("dense", _DATA, noise_sd=0.5, names=("sd", "range", "mean"))
+    rngs = chain_rngs(10, 2)
+    state = init_state(model, rngs)
+    seen = {"checked": 0, "calls": 0}
+    real_logp_fn, real_term = HyperMove._logp_fn, HyperMove._log_h_term
+
+    def logp_fn(self, ctx, prep, ch, u_full, k, terms=None):
+        assert terms is not None and terms == self._log_h_terms(ch.theta), (k, terms)
+        seen["checked"] += 1
+        seen["calls"] -= len(self.params)  # the check's own calls
+        return real_logp_fn(self, ctx, prep, ch, u_full, k, terms)
+
+    def term(self, name, value):
+        seen["calls"] += 1
+        return real_term(self, name, value)
+
+    monkeypatch.setattr(HyperMove, "_logp_fn", logp_fn)
+    monkeypatch.setattr(HyperMove, "_log_h_term", term)
+    for r in ("fixed", "prior-white", "surr-site", "post-site"):
+        move = HyperMove(model, r)
+        seen.update(checked=0, calls=0)
+        state, info = move.step(state, rngs)
+        n_par = len(move.params)
+        assert seen["checked"] == n_par * state.n_chains, r
+        # per chain: the initial terms, one per proposal (an evaluation or a support miss) and
+        # one per accepted coordinate. Before the cache it was 2 × n_par per coordinate besides
+        # the proposals, 2 × 9 per chain here, which this bound leaves no room for.
+        assert info["accepted"].sum() > 0, r
+        most = state.n_chains * n_par + info["n_loglik"].sum() + 2 * info["accepted"].sum()
+        assert seen["calls"] <= most, (r, seen["calls"], most)
+
+
 def test_univariate_target_keeps_the_other_coordinates_exact():
     """A univariate move sets only its coordinate: the others are the chain's θ bitwise, so a
     move of the mean builds no covariance even where from_unconstrained(to_unconstrained(sd))
