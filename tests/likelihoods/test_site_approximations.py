@@ -182,6 +182,47 @@ def test_shapes_broadcasting_and_row_independence(kind, method):
 
 @pytest.mark.parametrize("kind", ["poisson", "bernoulli-logit", "bernoulli-probit"])
 @pytest.mark.parametrize("method", ["laplace", "moments"])
+def test_sites_sharing_data_and_prior_are_fitted_once_bitwise(kind, method, monkeypatch):
+    """Where every site of a row has the same prior moments, the fit is computed once per
+    distinct (y, aux) and scattered: bitwise the per-site kernel's answer. A row whose moments
+    differ anywhere (even 0.0 against -0.0) takes the per-site kernel."""
+    from lattice_lgm.likelihoods import _kernels
+
+    rng = np.random.default_rng(31)
+    y = rng.poisson(0.7, size=60).astype(float) if kind == "poisson" else (
+        rng.random(60) < 0.4).astype(float)
+    lik = Poisson(y, exposure=0.25) if kind == "poisson" else Bernoulli(
+        y, link=kind.split("-")[1])
+    n_distinct = len(np.unique(y))
+    assert n_distinct < lik.n_obs
+    m = np.array([[0.3], [-1.2], [0.0]]) * np.ones((3, lik.n_obs))
+    v = np.array([[0.8], [2.5], [1.0]]) * np.ones((3, lik.n_obs))
+    mixed = m.copy()
+    mixed[2, 7] = -0.0  # same value, other bits
+    real = _kernels.site_approx_kernel
+    widths = []
+
+    def counting(kind_code, code, yy, aux, mm, vv, nodes, weights):
+        widths.append(mm.shape[1])
+        return real(kind_code, code, yy, aux, mm, vv, nodes, weights)
+
+    nodes, weights = _kernels.gauss_legendre()
+    code = _kernels.LAPLACE if method == "laplace" else _kernels.MOMENTS
+    for mm in (m, mixed):
+        want = real(lik._kind, code, lik.y_obs, lik.aux_obs, np.ascontiguousarray(mm), v,
+                    nodes, weights)
+        monkeypatch.setattr(_kernels, "site_approx_kernel", counting)
+        got = lik.site_approximation(method, mm, v)
+        monkeypatch.setattr(_kernels, "site_approx_kernel", real)
+        np.testing.assert_array_equal(got.precision, want[0])
+        np.testing.assert_array_equal(got.center, want[1])
+    assert widths == [n_distinct, lik.n_obs]
+    one = lik.site_approximation(method, 0.3, 0.8)  # scalar moments: the grouped path
+    np.testing.assert_array_equal(one.precision, lik.site_approximation(method, m, v).precision[0])
+
+
+@pytest.mark.parametrize("kind", ["poisson", "bernoulli-logit", "bernoulli-probit"])
+@pytest.mark.parametrize("method", ["laplace", "moments"])
 def test_extreme_priors_give_valid_pseudo_likelihoods(kind, method):
     lik = make(kind, (20,), seed=22, masked=False)
     rng = np.random.default_rng(3)
