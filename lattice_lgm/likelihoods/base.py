@@ -386,7 +386,7 @@ class Likelihood(ABC):
         if len(first) < self.n_obs and _same_bits_along_rows(m2) and _same_bits_along_rows(v2):
             # Every site of a row has the same prior moments, so a site's fit is a function
             # of its (y, aux) alone: fit each distinct pair once and scatter (bitwise the
-            # per-site result; Ionosphere has 2 distinct of 200, redwoods 4 of 625).
+            # per-site result; Ionosphere has 2 distinct of 200, redwoods 5 of 625).
             p1, c1 = _kernels.site_approx_kernel(
                 self._kind, code, self.y_obs[first], self.aux_obs[first],
                 np.ascontiguousarray(m2[:, first]), np.ascontiguousarray(v2[:, first]),
