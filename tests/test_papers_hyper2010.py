@@ -176,6 +176,19 @@ def test_code_version_is_this_checkouts_commit():
     assert head.startswith(got.split("-")[0])
 
 
+def test_runs_of_hours_log_progress_unless_told_not_to(tmp_path, capsys):
+    """Outside --quick a run reports its sweeps, rate and ETA on stderr (the final line at
+    least); --no-progress and --quick keep stderr free of them."""
+    common = ["--datasets", "mining", "--methods", "prior-white", "--chains", "2",
+              "--burn-in", "2", "--iterations", "10"]
+    assert H.main([*common, "--out", str(tmp_path / "a")]) == 0
+    err = capsys.readouterr().err  # mining runs 4 × --iterations: 2 + 40 = 42 sweeps
+    assert re.search(r"chains 0-1: 42/42 sweeps \(done\), [0-9.]+ sweeps/s, ETA", err), err
+    assert H.main([*common, "--no-progress", "--out", str(tmp_path / "b")]) == 0
+    assert H.main(["--quick", "--datasets", "mining", "--out", str(tmp_path / "c")]) == 0
+    assert "sweeps/s" not in capsys.readouterr().err
+
+
 def test_quick_mining_end_to_end_and_resume(tmp_path, monkeypatch):
     # one data set of --quick keeps the default tier fast (one likelihood to compile); the whole
     # --quick is the slow test below

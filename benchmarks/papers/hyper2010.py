@@ -510,12 +510,14 @@ def _build_sweep(model: LatentGaussianModel, method: str) -> Any:
 
 
 def sample_traced(model: Any, sweep: Any, *, n_chains: int, n_iter: int, n_burn: int,
-                  seed: int, store: Path, prior_term: bool = True, thin_fields: int = 0
-                  ) -> tuple[Any, np.ndarray, int]:
+                  seed: int, store: Path, prior_term: bool = True, thin_fields: int = 0,
+                  progress: bool = False) -> tuple[Any, np.ndarray, int]:
     """Run (or resume) ``sweep`` on ``model`` into ``store``, tracing every sweep.
 
     The trace (see :class:`TracedSweep`) is a ``.trace.npy`` beside the store, continued on
-    resume; its log-likelihood column is checked against the store's.
+    resume; its log-likelihood column is checked against the store's.  ``progress``: the
+    runner's progress on stderr (sweeps done, rate, ETA; a line every 30 s when stderr is
+    not a terminal), for runs of hours.
 
     Returns
     -------
@@ -564,7 +566,7 @@ def sample_traced(model: Any, sweep: Any, *, n_chains: int, n_iter: int, n_burn:
     step = TracedSweep(sweep, trace, start, prior_term=prior_term)
     tree = sample(model, draws=n_iter, tune=n_burn, chains=n_chains, random_seed=seed,
                   store=store, resume=resumed, step=step, thin_fields=thin_fields,
-                  checkpoint_every=every, progressbar=False)
+                  checkpoint_every=every, progressbar=progress)
     trace.flush()
     ll_store = np.asarray(tree["sample_stats"]["loglik"].values, dtype=float)  # (chain, draw)
     post = np.asarray(trace[n_burn:])                                            # (draw, chain, 3)
@@ -699,7 +701,7 @@ def rhat_summary(rhat: dict[str, float | None] | None) -> dict[str, Any]:
 
 
 def run_one(prob: Problem, method: str, *, n_chains: int, n_iter: int, n_burn: int,
-            seed: int, store: Path) -> dict[str, Any]:
+            seed: int, store: Path, progress: bool = False) -> dict[str, Any]:
     """All chains of one (data set, method) into (or resumed from) ``store``; their metrics.
 
     Skips the sampling when ``<store>.result.json`` exists (a finished run).
@@ -725,7 +727,7 @@ def run_one(prob: Problem, method: str, *, n_chains: int, n_iter: int, n_burn: i
     code = code_version()
     tree, post, start = sample_traced(
         prob.model, _build_sweep(prob.model, method), n_chains=n_chains, n_iter=n_iter,
-        n_burn=n_burn, seed=seed, store=store)
+        n_burn=n_burn, seed=seed, store=store, progress=progress)
     stats = tree["sample_stats"]
     n_ll = np.asarray(stats["n_loglik"].values, dtype=np.int64).sum(axis=1)
     n_cov = np.asarray(stats["n_cov"].values, dtype=np.int64).sum(axis=1)
@@ -1352,6 +1354,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "redwoods=3,50,250 assembles a shorter run of a costly data set beside "
                          "longer runs of the others")
     ap.add_argument("--threads", type=int, default=1, help="Numba threads (default 1)")
+    ap.add_argument("--no-progress", action="store_true",
+                    help="no progress lines while a run samples (sweeps done, rate, ETA on "
+                         "stderr every 30 s; on by default except with --quick)")
     ap.add_argument("--finished-only", action="store_true",
                     help="sample nothing: report the (data set, method) runs of these settings "
                          "that have finished (a partial protocol, said so in the output)")
@@ -1461,7 +1466,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             else:
                 runs[m] = run_one(prob, m, n_chains=proto["n_chains"], n_iter=proto["n_iter"],
-                                  n_burn=proto["n_burn"], seed=seed, store=store)
+                                  n_burn=proto["n_burn"], seed=seed, store=store,
+                                  progress=not (quick or args.no_progress))
             e = _mean_se([c["ess"] for c in runs[m]["chains"]])
             print(f"  {m}: ESS {e['mean']:.1f} ± {e['se']:.1f}, "
                   f"{runs[m]['seconds_sampling']:.1f} s"
