@@ -215,10 +215,8 @@ class Likelihood(ABC):
         # Sites with the same (y, aux) bits: where the site priors are the same too (a
         # stationary prior with a constant mean) their fits are the same, computed once each.
         keys = np.stack([self.y_obs.view(np.int64), self.aux_obs.view(np.int64)], axis=1)
-        _, self._site_first, self._site_class = np.unique(
-            keys, axis=0, return_index=True, return_inverse=True
-        )
-        self._site_class = self._site_class.reshape(-1)
+        _, first, cls = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+        self._site_first, self._site_class = first, cls.reshape(-1)
 
     @property
     def n_obs(self) -> int:

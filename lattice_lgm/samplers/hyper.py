@@ -588,7 +588,7 @@ class HyperMove:
         n_accept = 0
         # The hyperprior terms of the chain's θ, carried from one coordinate's move to the next
         # (only the moved term can change): recomputing all of them for every coordinate was
-        # 35 × 35 calls per Ionosphere sweep, 14 % of its time. Bitwise the same as _log_h.
+        # 35 × 70 calls per Ionosphere sweep, 14 % of its time. Bitwise the same as _log_h.
         carry = groups[0] is not None and self._ridge is None
         terms = self._log_h_terms(ch.theta) if carry else None
         for k in groups:
