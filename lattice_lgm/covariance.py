@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numba
 import numpy as np
@@ -193,8 +193,48 @@ class Covariance(ABC):
             # hyperparameter proposal; benchmarks/perf/dense.py), bitwise the same (tested)
             u = np.empty((len(x1), len(x2)))
             _scaled_distances(x1, x2, self.lengthscales_for(x1.shape[-1]), x2 is x1, u)
-            return self.variance * self.correlation(u)
+            return self._from_distances(u)
         return self.from_lags(x1[:, None, :] - x2[None, :, :])
+
+    def _self_distances(self, x: np.ndarray,
+                        previous: _Distances | None = None) -> _Distances | None:
+        """Scaled distances of the points ``x`` to themselves, reusing ``previous`` where it can.
+
+        ``previous`` must come from the same ``x`` (a hyperparameter family of one prior).  A
+        univariate lengthscale move changes one of the eight running sums of
+        :func:`_scaled_distances` (``d mod 8``, below the remainder), so only that one is
+        recomputed, and a move of ``sd`` alone reuses ``u`` as it is; the result is bitwise
+        what :meth:`__call__` computes (tested).  ``None`` where :meth:`__call__` takes the
+        ``from_lags`` path (then there is nothing to reuse).
+        """
+        n, nd = x.shape
+        if type(self).from_lags is not Covariance.from_lags or nd > _PAIRWISE_BLOCK:
+            return None
+        ls = self.lengthscales_for(nd)
+        if previous is not None and np.array_equal(previous.ls, ls):
+            return previous
+        u = np.empty((n, n))
+        if nd < 8 or _LANES * n * n * 8 > _LANE_CACHE_BYTES:
+            _scaled_distances(x, x, ls, True, u)
+            return _Distances(ls, u, ())
+        top = nd - nd % 8
+        stale = set(range(_LANES))
+        if previous is not None and previous.lanes:
+            stale = {int(d) % _LANES for d in np.flatnonzero(previous.ls[:top] != ls[:top])}
+        if len(stale) == _LANES:
+            block = np.empty((_LANES, n, n))
+            _lanes_and_distances(x, ls, block, u)
+            return _Distances(ls, u, tuple(block))
+        lanes = list(previous.lanes)  # type: ignore[union-attr]
+        for k in sorted(stale):
+            lanes[k] = np.empty((n, n))
+            _lane_sum(x, ls, k, lanes[k])
+        _distances_from_lanes(x, ls, tuple(lanes), u)
+        return _Distances(ls, u, tuple(lanes))
+
+    def _from_distances(self, u: np.ndarray) -> np.ndarray:
+        """Covariance from scaled distances ``u`` (what :meth:`__call__` returns for them)."""
+        return self.variance * self.correlation(u)
 
     def with_params(self, **params: Any) -> Covariance:
         """The same kernel with some hyperparameters replaced (``sd``, ``range``, …)."""
@@ -271,6 +311,92 @@ def _scaled_distances(x1, x2, ls, symmetric, out):  # pragma: no cover - numba
         for i in numba.prange(n1):
             for j in range(i):
                 out[i, j] = out[j, i]
+
+
+#: the running sums of numpy's pairwise summation (see _scaled_distances)
+_LANES = 8
+#: the largest set of running sums (8 · n² doubles) a prior keeps for its with_params children:
+#: 16 MiB, n ≤ 512 points (twice the prior's own K and L); above that every proposal computes
+#: its distances afresh
+_LANE_CACHE_BYTES = 16 * 2**20
+
+
+class _Distances(NamedTuple):
+    """Scaled distances of a point set to itself and the running sums they were summed from.
+
+    ``lanes`` are the eight ``(n, n)`` running sums of :func:`_scaled_distances` (upper
+    triangles; empty below 8 axes or above the memory budget).  They are never written after
+    construction, so a prior and the children it builds with one lengthscale moved share seven.
+    """
+
+    ls: np.ndarray
+    u: np.ndarray
+    lanes: tuple[np.ndarray, ...]
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _lanes_and_distances(x, ls, lanes, out):  # pragma: no cover - numba
+    """:func:`_scaled_distances` of ``x`` to itself (``nd ≥ 8``), keeping its running sums.
+
+    ``lanes[k, i, j] = Σ_m ((x[i, 8m + k] − x[j, 8m + k]) / ls[8m + k])²`` for ``j ≥ i``, summed
+    in the same order, so ``out`` is bitwise :func:`_scaled_distances`'s.
+    """
+    n, nd = x.shape
+    top = nd - nd % 8
+    for i in numba.prange(n):
+        r = np.empty(8)
+        for j in range(i, n):
+            for k in range(8):
+                t = (x[i, k] - x[j, k]) / ls[k]
+                r[k] = t * t
+            for d0 in range(8, top, 8):
+                for k in range(8):
+                    t = (x[i, d0 + k] - x[j, d0 + k]) / ls[d0 + k]
+                    r[k] += t * t
+            for k in range(8):
+                lanes[k, i, j] = r[k]
+            res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+            for d in range(top, nd):
+                t = (x[i, d] - x[j, d]) / ls[d]
+                res += t * t
+            out[i, j] = math.sqrt(res)
+    for i in numba.prange(n):
+        for j in range(i):
+            out[i, j] = out[j, i]
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _lane_sum(x, ls, k, out):  # pragma: no cover - numba
+    """Running sum ``k`` of :func:`_lanes_and_distances` alone (upper triangle of ``out``)."""
+    n, nd = x.shape
+    top = nd - nd % 8
+    for i in numba.prange(n):
+        for j in range(i, n):
+            t = (x[i, k] - x[j, k]) / ls[k]
+            r = t * t
+            for d0 in range(8, top, 8):
+                t = (x[i, d0 + k] - x[j, d0 + k]) / ls[d0 + k]
+                r += t * t
+            out[i, j] = r
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _distances_from_lanes(x, ls, lanes, out):  # pragma: no cover - numba
+    """``out`` from the eight running sums, combined and completed as _scaled_distances does."""
+    n, nd = x.shape
+    top = nd - nd % 8
+    r0, r1, r2, r3, r4, r5, r6, r7 = lanes
+    for i in numba.prange(n):
+        for j in range(i, n):
+            res = ((r0[i, j] + r1[i, j]) + (r2[i, j] + r3[i, j])) + (
+                (r4[i, j] + r5[i, j]) + (r6[i, j] + r7[i, j]))
+            for d in range(top, nd):
+                t = (x[i, d] - x[j, d]) / ls[d]
+                res += t * t
+            out[i, j] = math.sqrt(res)
+    for i in numba.prange(n):
+        for j in range(i):
+            out[i, j] = out[j, i]
 
 
 def _as_points(x: np.ndarray) -> np.ndarray:

@@ -565,3 +565,39 @@ def test_dense_matrix_is_bitwise_the_lag_formula(ndim):
         assert np.array_equal(k(x), k.from_lags(x[:, None, :] - x[None, :, :]))
         assert np.array_equal(k(x, y), k.from_lags(x[:, None, :] - y[None, :, :]))
         assert np.array_equal(k(x), k(x).T)
+
+
+@pytest.mark.parametrize("ndim", [3, 8, 10, 34, 128])
+def test_distances_reused_across_moves_are_bitwise_fresh(ndim, monkeypatch):
+    """A hyperparameter family reuses its parent's scaled distances (one running sum recomputed
+    for a univariate lengthscale move, none for sd); every step is bitwise the fresh matrix, and
+    a univariate move shares all but one running sum with its parent."""
+    import lattice_lgm.covariance as cov
+
+    rng = np.random.default_rng(ndim)
+    x = rng.uniform(-1, 1, (29, ndim))
+    k = SquaredExponential(sd=1.1, lengthscale=rng.uniform(0.5, 3, ndim))
+    dist = k._self_distances(x)
+    assert np.array_equal(k._from_distances(dist.u), k(x))
+    top = ndim - ndim % 8
+    # coordinates in the running sums and in the remainder, sd alone, two and all at once
+    moves = [[0], [ndim - 1], [], [ndim // 2], [1, ndim - 2], list(range(ndim)), [top - 1]]
+    for dims in moves:
+        ls = k.lengthscales_for(ndim).copy()
+        ls[dims] *= rng.uniform(0.5, 2.0, len(dims))
+        child = k.with_params(sd=k.sd * 1.01, lengthscale=ls)
+        new = child._self_distances(x, dist)
+        assert np.array_equal(child._from_distances(new.u), child(x)), dims
+        if not dims:
+            assert new is dist
+        elif len(dims) == 1 and dist.lanes:
+            moved = {dims[0] % 8} if dims[0] < top else set()
+            shared = {i for i in range(8) if new.lanes[i] is dist.lanes[i]}
+            assert shared == set(range(8)) - moved
+        k, dist = child, new
+    # above the memory budget there are no running sums to keep, and the result is the same
+    monkeypatch.setattr(cov, "_LANE_CACHE_BYTES", 0)
+    ls = k.lengthscales_for(ndim) * 1.5
+    child = k.with_params(lengthscale=ls)
+    new = child._self_distances(x, dist)
+    assert new.lanes == () and np.array_equal(child._from_distances(new.u), child(x))

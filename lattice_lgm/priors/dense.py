@@ -33,7 +33,7 @@ from scipy import linalg
 from scipy.linalg.lapack import dlauum as _dlauum
 
 from .._validation import finite_array
-from ..covariance import Covariance
+from ..covariance import Covariance, _Distances
 from ..errors import InvalidCovarianceError, InvalidParameterError, NotPositiveDefiniteError
 from ..lattice import Lattice
 from .base import LOG_2PI, GaussianPrior, SurrogateConditional
@@ -137,10 +137,20 @@ class DensePrior(GaussianPrior):
             )
         if shape is not None and int(np.prod(shape)) != len(x):
             raise InvalidParameterError(f"shape={shape} does not hold the {len(x)} inputs.")
+        self._init_inputs(x, kernel, tuple(shape) if shape is not None else (len(x),), jitter,
+                          None)
+
+    def _init_inputs(self, x: np.ndarray, kernel: Covariance, shape: tuple[int, ...],
+                     jitter: float | str, previous: _Distances | None) -> None:
         self.x = x
         self.kernel = kernel
-        self.shape = tuple(shape) if shape is not None else (len(x),)
-        self._init_matrix(kernel(x), jitter)
+        self.shape = shape
+        # the scaled distances, kept for with_params: a hyperparameter move changes one
+        # coordinate, so a child recomputes one of their eight running sums, or none for sd
+        # (Covariance._self_distances; bitwise kernel(x))
+        self._distances = kernel._self_distances(x, previous)
+        k = kernel(x) if self._distances is None else kernel._from_distances(self._distances.u)
+        self._init_matrix(k, jitter)
 
     def _init_matrix(self, k: np.ndarray, jitter: float | str) -> None:
         if jitter != "auto" and not isinstance(jitter, _AutoFrom):
@@ -155,6 +165,11 @@ class DensePrior(GaussianPrior):
         # whole family adds ε·mean(diag K_θ) (module docstring); a child passes its parent's
         # level on unchanged, never its own, so the level is fixed at the start
         self._jitter_arg = _AutoFrom(level) if jitter == "auto" else jitter
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the distances are a cache (with their running sums 9 n² doubles, more than K and L):
+        # not shipped to Dask workers or files; the first child of an unpickled prior rebuilds them
+        return {**self.__dict__, "_distances": None}
 
     @property
     def jitter_level(self) -> float | None:
@@ -261,7 +276,10 @@ class DensePrior(GaussianPrior):
         kernel = self.kernel.with_params(**params)
         if hasattr(self, "lattice"):
             return type(self).from_lattice(self.lattice, kernel, jitter=self._jitter_arg)
-        return type(self)(self.x, kernel, jitter=self._jitter_arg, shape=self.shape)
+        # self.x was validated when the family's root was built
+        obj = type(self).__new__(type(self))
+        obj._init_inputs(self.x, kernel, self.shape, self._jitter_arg, self._distances)
+        return obj
 
     def _surrogate(self, g: np.ndarray, precision: np.ndarray) -> SurrogateConditional:
         # Stable forms (Rasmussen & Williams 2006, Alg. 3.1; DESIGN §4).  With K = L Lᵀ and

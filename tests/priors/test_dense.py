@@ -352,3 +352,38 @@ def test_from_lattice_toeplitz_gather_equals_pairwise_kernel(shape, spacing, rng
     q = d.with_params(range=tuple(r * 0.8 for r in rng_))
     np.testing.assert_allclose(q.cov, q.kernel(lat.cell_centers()), rtol=0, atol=1e-14)
     assert q.exact_on == "lattice" and q.lattice is lat
+
+
+def test_with_params_family_on_inputs_is_bitwise_a_fresh_prior():
+    """Children built by with_params reuse their parent's distances (Murray & Adams 2010's
+    Ionosphere: 34 lengthscales moved one at a time); each is bitwise a prior built afresh."""
+    rng = np.random.default_rng(3)
+    x = rng.uniform(0, 1, (40, 34))
+    ls = rng.uniform(0.5, 2.0, 34)
+    p = DensePrior(x, SquaredExponential(sd=1.0, lengthscale=ls))
+    for d in (0, 9, 33, None, 17):
+        ls = ls.copy()
+        if d is not None:
+            ls[d] *= 1.3
+        sd = p.kernel.sd * (1.0 if d is not None else 0.8)
+        p = p.with_params(sd=sd, lengthscale=ls)
+        fresh = DensePrior(x, SquaredExponential(sd=sd, lengthscale=ls), jitter=p._jitter_arg)
+        assert np.array_equal(p.cov, fresh.cov) and np.array_equal(p.chol, fresh.chol)
+        assert p.log_det() == fresh.log_det()
+
+
+def test_pickled_prior_drops_its_distance_cache_and_children_stay_exact():
+    import pickle
+
+    rng = np.random.default_rng(4)
+    x = rng.uniform(0, 1, (30, 12))
+    ls = rng.uniform(0.5, 2.0, 12)
+    p = DensePrior(x, SquaredExponential(sd=1.0, lengthscale=ls))
+    assert p._distances is not None and len(p._distances.lanes) == 8
+    q = pickle.loads(pickle.dumps(p))
+    assert q._distances is None and np.array_equal(q.cov, p.cov)
+    ls = ls.copy()
+    ls[3] *= 0.7
+    a, b = p.with_params(lengthscale=ls), q.with_params(lengthscale=ls)
+    assert np.array_equal(a.cov, b.cov) and np.array_equal(a.chol, b.chol)
+    assert len(pickle.dumps(p)) < 3 * (p.cov.nbytes + p.chol.nbytes)
