@@ -57,4 +57,6 @@ def test_dense_benchmark_quick_writes_json(tmp_path):
     methods = [r["method"] for r in res["sweep"]]
     assert methods[:4] == ["fixed", "prior-white", "surr-site", "post-site"]
     assert all(r["seconds_per_sweep"] > 0 for r in res["sweep"])
+    # reusing the parent's distances leaves every representation's draws bitwise the same
+    assert all(r["same_draws"] and r["speedup_of_distance_reuse"] > 0 for r in res["sweep"][:4])
     assert res["sweep"][-1]["speedup_of_new"] > 0

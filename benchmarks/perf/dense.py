@@ -18,9 +18,12 @@ ratios, so load on a shared machine cancels):
   hyperparameter proposal.  The step that forms ``WᵀW`` is also timed alone against the
   ``dsyrk`` it replaced (``syrk_over_lauum``).
 * ``sweep`` — one Gibbs sweep of one chain on Ionosphere (univariate slice over 35
-  hyperparameters, then 10 elliptical slice updates) per representation, seconds per sweep;
-  ``fixed`` is also run with the old kernel matrix and the old hyperprior sum patched back in,
-  for the ratio of the two speed-ups together.
+  hyperparameters, then 10 elliptical slice updates) per representation, seconds per sweep,
+  interleaved with a copy of the chain whose ``with_params`` children compute their distances
+  afresh instead of reusing their parent's (``Covariance._self_distances``): the ratio, and
+  whether the two copies stayed bitwise equal.  ``fixed`` is also run with the old kernel
+  matrix, the old hyperprior sum and no distance reuse patched back in, for the ratio of the
+  speed-ups together.
 
 Usage::
 
@@ -141,6 +144,25 @@ def bench_surrogate(pairs: int) -> list[dict]:
     return rows
 
 
+def _no_distance_reuse():
+    """Make every ``DensePrior.with_params`` child compute its distances afresh.
+
+    As before a child reused its parent's (``Covariance._self_distances``).
+    """
+    import contextlib
+
+    @contextlib.contextmanager
+    def patched():
+        reuse = Covariance._self_distances
+        Covariance._self_distances = lambda self, x, previous=None: None
+        try:
+            yield
+        finally:
+            Covariance._self_distances = reuse
+
+    return patched()
+
+
 def _old_paths():
     """Context manager patching back the pre-kernel matrix and the full hyperprior sum."""
     import contextlib
@@ -172,7 +194,8 @@ def _old_paths():
         Covariance.__call__ = old_call
         hyper.HyperMove._logp_fn = old_logp_fn
         try:
-            yield
+            with _no_distance_reuse():
+                yield
         finally:
             Covariance.__call__ = call
             hyper.HyperMove._logp_fn = logp_fn
@@ -201,10 +224,40 @@ def bench_sweep(n_sweeps: int) -> list[dict]:
             ts.append(time.perf_counter() - t0)
         return float(np.median(ts))
 
+    def run_pairs(method: str) -> tuple[float, float, float, bool]:
+        """Interleaved sweeps of two copies of one chain, distances reused or built afresh.
+
+        Returns the median seconds of each, the median per-pair ratio (both copies do the same
+        work in a pair, so load and the sweep's own cost cancel) and whether every state stayed
+        bitwise equal.
+        """
+        sweep = H._build_sweep(prob.model, method)
+        fresh_rngs, reuse_rngs = chain_rngs(1, [0]), chain_rngs(1, [0])
+        fresh, reuse = init_state(prob.model, fresh_rngs), init_state(prob.model, reuse_rngs)
+        t_fresh, t_reuse, same = [], [], True
+        for i in range(n_sweeps + 1):  # the first pair warms (compilation, caches)
+            with _no_distance_reuse():
+                t0 = time.perf_counter()
+                fresh, _ = sweep.step(fresh, fresh_rngs)
+                t1 = time.perf_counter()
+            reuse, _ = sweep.step(reuse, reuse_rngs)
+            t2 = time.perf_counter()
+            same &= bool(np.array_equal(fresh.f, reuse.f)
+                         and all(np.array_equal(fresh.theta[k], reuse.theta[k])
+                                 for k in fresh.theta))
+            if i:
+                t_fresh.append(t1 - t0)
+                t_reuse.append(t2 - t1)
+        ratio = float(np.median(np.array(t_fresh) / np.array(t_reuse)))
+        return float(np.median(t_fresh)), float(np.median(t_reuse)), ratio, same
+
     for method in SWEEP_METHODS:
-        s = run(method)
-        rows.append({"method": method, "seconds_per_sweep": s})
-        print(f"  sweep {method:>11}: {s:.3f} s per chain", flush=True)
+        s_fresh, s, ratio, same = run_pairs(method)
+        rows.append({"method": method, "seconds_per_sweep": s,
+                     "seconds_per_sweep_distances_afresh": s_fresh,
+                     "speedup_of_distance_reuse": ratio, "same_draws": same})
+        print(f"  sweep {method:>11}: {s:.3f} s per chain ({s_fresh:.3f} s with distances "
+              f"afresh; per-pair ratio x{ratio:.2f}; same draws {same})", flush=True)
     with _old_paths()():
         s_old = run("fixed")
     new = rows[0]["seconds_per_sweep"]
@@ -222,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     import numba
 
     numba.set_num_threads(1)
-    pairs, sweeps = (5, 2) if args.quick else (21, 5)
+    pairs, sweeps = (5, 2) if args.quick else (21, 15)
     print("[dense] kernel matrices (interleaved pairs, one thread)", flush=True)
     kern = bench_kernel(pairs)
     print("[dense] surrogate-data algebra (interleaved pairs, one thread)", flush=True)
