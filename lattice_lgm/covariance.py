@@ -223,12 +223,13 @@ class Covariance(ABC):
             stale = {int(d) % _LANES for d in np.flatnonzero(previous.ls[:top] != ls[:top])}
         if len(stale) == _LANES:
             block = np.empty((_LANES, n, n))
-            _lanes_and_distances(x, ls, block, u)
-            return _Distances(ls, u, tuple(block))
-        lanes = list(previous.lanes)  # type: ignore[union-attr]
-        for k in sorted(stale):
-            lanes[k] = np.empty((n, n))
-            _lane_sum(x, ls, k, lanes[k])
+            _all_lane_sums(x, ls, block)
+            lanes = list(block)
+        else:
+            lanes = list(previous.lanes)  # type: ignore[union-attr]
+            for k in sorted(stale):
+                lanes[k] = np.empty((n, n))
+                _lane_sum(x, ls, k, lanes[k])
         _distances_from_lanes(x, ls, tuple(lanes), u)
         return _Distances(ls, u, tuple(lanes))
 
@@ -335,11 +336,11 @@ class _Distances(NamedTuple):
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _lanes_and_distances(x, ls, lanes, out):  # pragma: no cover - numba
-    """:func:`_scaled_distances` of ``x`` to itself (``nd ≥ 8``), keeping its running sums.
+def _all_lane_sums(x, ls, lanes):  # pragma: no cover - numba
+    """The eight running sums of :func:`_scaled_distances` of ``x`` to itself (``nd ≥ 8``).
 
     ``lanes[k, i, j] = Σ_m ((x[i, 8m + k] − x[j, 8m + k]) / ls[8m + k])²`` for ``j ≥ i``, summed
-    in the same order, so ``out`` is bitwise :func:`_scaled_distances`'s.
+    in the same order (one pass for all eight; :func:`_lane_sum` computes one).
     """
     n, nd = x.shape
     top = nd - nd % 8
@@ -355,19 +356,11 @@ def _lanes_and_distances(x, ls, lanes, out):  # pragma: no cover - numba
                     r[k] += t * t
             for k in range(8):
                 lanes[k, i, j] = r[k]
-            res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
-            for d in range(top, nd):
-                t = (x[i, d] - x[j, d]) / ls[d]
-                res += t * t
-            out[i, j] = math.sqrt(res)
-    for i in numba.prange(n):
-        for j in range(i):
-            out[i, j] = out[j, i]
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _lane_sum(x, ls, k, out):  # pragma: no cover - numba
-    """Running sum ``k`` of :func:`_lanes_and_distances` alone (upper triangle of ``out``)."""
+    """Running sum ``k`` of :func:`_all_lane_sums` alone (upper triangle of ``out``)."""
     n, nd = x.shape
     top = nd - nd % 8
     for i in numba.prange(n):
