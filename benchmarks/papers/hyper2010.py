@@ -1062,6 +1062,17 @@ def markdown(res: dict[str, Any]) -> str:
     lines += ["Code: the commit each run was sampled at (`code`; runs from before it was "
               "recorded say so): " + "; ".join(
                   f"{c}: {', '.join(v)}" for c, v in sorted(by_code.items())) + ".", ""]
+    mixed = {n: len({r.get("code") for r in res["datasets"][n]["runs"].values()})
+             for n in names}
+    mixed = {n: k for n, k in mixed.items() if k > 1}
+    if mixed:
+        # draws are bitwise the same across these commits where the decisions say so, but
+        # speed is not: a per-second ratio then also measures the code changes between runs
+        lines += ["Per second across commits: " + ", ".join(
+            f"{n}'s runs come from {k} commits" for n, k in sorted(mixed.items()))
+            + ", so their per-second ratios include any speed-up landed between those runs "
+            "(docs/architecture.md says which paths each decision changed); the per-evaluation "
+            "and per-construction ratios count work and do not depend on it.", ""]
     short = not_at_paper_protocol(protos)
     if res["mode"] == "quick" or short:
         lines += [f"Note: mode {res['mode']}; "
