@@ -216,7 +216,7 @@ def test_quick_mining_end_to_end_and_resume(tmp_path, monkeypatch):
     md = (out / "hyper2010.md").read_text()
     assert ("aaaaaaaaaaaa: mining prior-white; bbbbbbbbbbbb-dirty: mining surr-site." in md)
     # runs of one data set from two commits: the report says per-second ratios span them
-    assert "Per second across commits: mining's runs come from 2 commits" in md
+    assert "Per second across commits: the mining runs come from 2 commits" in md
     # a result written before R-hat was reported gets it from its store on the next start
     done = next((out / "work" / "mining").glob("surr-site_*.result.json"))
     old = json.loads(done.read_text())

@@ -1069,7 +1069,7 @@ def markdown(res: dict[str, Any]) -> str:
         # draws are bitwise the same across these commits where the decisions say so, but
         # speed is not: a per-second ratio then also measures the code changes between runs
         lines += ["Per second across commits: " + ", ".join(
-            f"{n}'s runs come from {k} commits" for n, k in sorted(mixed.items()))
+            f"the {n} runs come from {k} commits" for n, k in sorted(mixed.items()))
             + ", so their per-second ratios include any speed-up landed between those runs "
             "(docs/architecture.md says which paths each decision changed); the per-evaluation "
             "and per-construction ratios count work and do not depend on it.", ""]
