@@ -276,9 +276,11 @@ class DensePrior(GaussianPrior):
         kernel = self.kernel.with_params(**params)
         if hasattr(self, "lattice"):
             return type(self).from_lattice(self.lattice, kernel, jitter=self._jitter_arg)
-        # self.x was validated when the family's root was built
+        # self.x was validated when the family's root was built; a prior pickled before the
+        # distances were kept has none to pass on
         obj = type(self).__new__(type(self))
-        obj._init_inputs(self.x, kernel, self.shape, self._jitter_arg, self._distances)
+        obj._init_inputs(self.x, kernel, self.shape, self._jitter_arg,
+                         getattr(self, "_distances", None))
         return obj
 
     def _surrogate(self, g: np.ndarray, precision: np.ndarray) -> SurrogateConditional:
