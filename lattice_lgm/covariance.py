@@ -221,15 +221,12 @@ class Covariance(ABC):
         stale = set(range(_LANES))
         if previous is not None and previous.lanes:
             stale = {int(d) % _LANES for d in np.flatnonzero(previous.ls[:top] != ls[:top])}
-        if len(stale) == _LANES:
-            block = np.empty((_LANES, n, n))
-            _all_lane_sums(x, ls, block)
-            lanes = list(block)
-        else:
-            lanes = list(previous.lanes)  # type: ignore[union-attr]
-            for k in sorted(stale):
-                lanes[k] = np.empty((n, n))
-                _lane_sum(x, ls, k, lanes[k])
+        # one pass per stale sum: all eight together took no less time (0.62 against 0.64 ms
+        # at 200 × 200 × 34, 11 against 12 ms at 500 × 500 × 64)
+        lanes = list(previous.lanes) if len(stale) < _LANES else [None] * _LANES  # type: ignore[union-attr]
+        for k in sorted(stale):
+            lanes[k] = np.empty((n, n))
+            _lane_sum(x, ls, k, lanes[k])
         _distances_from_lanes(x, ls, tuple(lanes), u)
         return _Distances(ls, u, tuple(lanes))
 
@@ -336,31 +333,12 @@ class _Distances(NamedTuple):
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _all_lane_sums(x, ls, lanes):  # pragma: no cover - numba
-    """The eight running sums of :func:`_scaled_distances` of ``x`` to itself (``nd ≥ 8``).
-
-    ``lanes[k, i, j] = Σ_m ((x[i, 8m + k] − x[j, 8m + k]) / ls[8m + k])²`` for ``j ≥ i``, summed
-    in the same order (one pass for all eight; :func:`_lane_sum` computes one).
-    """
-    n, nd = x.shape
-    top = nd - nd % 8
-    for i in numba.prange(n):
-        r = np.empty(8)
-        for j in range(i, n):
-            for k in range(8):
-                t = (x[i, k] - x[j, k]) / ls[k]
-                r[k] = t * t
-            for d0 in range(8, top, 8):
-                for k in range(8):
-                    t = (x[i, d0 + k] - x[j, d0 + k]) / ls[d0 + k]
-                    r[k] += t * t
-            for k in range(8):
-                lanes[k, i, j] = r[k]
-
-
-@numba.njit(parallel=True, nogil=True, cache=True)
 def _lane_sum(x, ls, k, out):  # pragma: no cover - numba
-    """Running sum ``k`` of :func:`_all_lane_sums` alone (upper triangle of ``out``)."""
+    """Running sum ``k`` of :func:`_scaled_distances` of ``x`` to itself (``nd ≥ 8``).
+
+    ``out[i, j] = Σ_m ((x[i, 8m + k] − x[j, 8m + k]) / ls[8m + k])²`` for ``j ≥ i`` (the upper
+    triangle), summed in the same order.
+    """
     n, nd = x.shape
     top = nd - nd % 8
     for i in numba.prange(n):

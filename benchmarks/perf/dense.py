@@ -34,6 +34,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -144,23 +145,18 @@ def bench_surrogate(pairs: int) -> list[dict]:
     return rows
 
 
+@contextlib.contextmanager
 def _no_distance_reuse():
     """Make every ``DensePrior.with_params`` child compute its distances afresh.
 
     As before a child reused its parent's (``Covariance._self_distances``).
     """
-    import contextlib
-
-    @contextlib.contextmanager
-    def patched():
-        reuse = Covariance._self_distances
-        Covariance._self_distances = lambda self, x, previous=None: None
-        try:
-            yield
-        finally:
-            Covariance._self_distances = reuse
-
-    return patched()
+    reuse = Covariance._self_distances
+    Covariance._self_distances = lambda self, x, previous=None: None
+    try:
+        yield
+    finally:
+        Covariance._self_distances = reuse
 
 
 def _old_paths():
