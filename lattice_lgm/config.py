@@ -51,6 +51,8 @@ from .covariates import METHODS as REGRID_METHODS
 from .errors import BackendUnavailableError, InvalidParameterError
 from .models.lgcp import (
     BACKENDS,
+    DEFAULT_ALPHA,
+    DEFAULT_NU,
     INTERCEPT_SD,
     LGCP,
     RANGE_ALPHA,
@@ -337,10 +339,14 @@ SCHEMA: tuple[Section, ...] = (
         Key("backend", _choice(BACKENDS), _LGCP["backend"],
             "field prior: circulant embedding, Matérn-SPDE GMRF, or dense (the oracle, small "
             "lattices)"),
-        Key("nu", _float(0.0), _LGCP["nu"], "Matérn smoothness (circulant and dense backends)"),
+        Key("nu", _float(0.0), _LGCP["nu"],
+            f"Matérn smoothness of the circulant and dense backends (unset: {DEFAULT_NU}; the "
+            "gmrf backend's is alpha - d/2)", example=DEFAULT_NU),
         Key("nu_t", _float(0.0), _LGCP["nu_t"],
             "space-time only: Matérn smoothness in time (0.5: exponential)"),
-        Key("alpha", _int(1), _LGCP["alpha"], "SPDE order of the gmrf backend"),
+        Key("alpha", _int(1), _LGCP["alpha"],
+            f"SPDE order of the gmrf backend (unset: {DEFAULT_ALPHA}, i.e. nu = 1 in 2-D)",
+            example=DEFAULT_ALPHA),
         Key("coefficients", _choice(("block", "hyper")), _LGCP["coefficients"],
             "covariate coefficients in the Gaussian \"block\" with the field, or as \"hyper\" "
             "parameters moved by slice sampling"),
@@ -604,6 +610,21 @@ def _cross_checks(out: dict[str, Any], stem: str | None, base: Path) -> None:
                     "as well, or remove it.")
     _check_time_column(d["points"], spacetime)
     rep, backend = s["representation"], m["backend"]
+    # a smoothness key the backend would ignore (LGCP raises too; here the error names the key)
+    if backend == "gmrf" and m["nu"] is not None:
+        raise ConfigError(
+            f"model.nu = {m['nu']!r} is the Matérn smoothness of the circulant and dense "
+            "backends; model.backend = 'gmrf' takes model.alpha (nu = alpha - d/2) instead. "
+            "Remove model.nu, or change model.backend.")
+    if backend != "gmrf" and m["alpha"] is not None:
+        raise ConfigError(
+            f"model.alpha = {m['alpha']!r} is the SPDE order of the gmrf backend; model.backend "
+            f"= {backend!r} takes model.nu instead. Remove model.alpha, or change model.backend.")
+    # the resolved config (stored with a run) states the smoothness in force
+    if backend == "gmrf":
+        m["alpha"] = DEFAULT_ALPHA if m["alpha"] is None else m["alpha"]
+    else:
+        m["nu"] = DEFAULT_NU if m["nu"] is None else m["nu"]
     if backend not in REPRESENTATIONS[rep]:
         ok = [r for r, b in REPRESENTATIONS.items() if backend in b]
         raise ConfigError(
@@ -703,7 +724,13 @@ class RunConfig:
             raise ConfigError(
                 "the stored configuration is empty: the run was started from Python without "
                 "config=; rebuild its model in Python instead.")
-        resolved = _resolve(json.loads(json.dumps(dict(d))), base=Path.cwd(), stem=None)
+        d = json.loads(json.dumps(dict(d)))
+        m = d.get("model")
+        if isinstance(m, dict) and m.get("nu") is not None and m.get("alpha") is not None:
+            # stored before nu and alpha became backend-specific (stop 24), when both were
+            # always filled: the run used only its backend's key
+            m["nu" if m.get("backend") == "gmrf" else "alpha"] = None
+        resolved = _resolve(d, base=Path.cwd(), stem=None)
         return cls(resolved)
 
     @property

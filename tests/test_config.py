@@ -81,7 +81,7 @@ def test_resolved_paths_defaults_and_order(tmp_path, data_dir, monkeypatch):
     assert r["data"]["window"] == [0.0, 100.0, 0.0, 100.0]
     assert r["data"]["shape"] is None and r["data"]["outside"] == "raise"
     # LGCP's documented defaults and the sampling defaults of the schema
-    assert r["model"] == {"backend": "circulant", "nu": 1.5, "nu_t": 0.5, "alpha": 2,
+    assert r["model"] == {"backend": "circulant", "nu": 1.5, "nu_t": 0.5, "alpha": None,
                           "coefficients": "block", "intercept": "hyper", "beta_sd": 1.0,
                           "priors": {"range": None, "sd": None, "intercept": None}}
     assert r["sampling"] == {"draws": 1000, "tune": 1000, "discard_tuned_samples": True,
@@ -218,6 +218,12 @@ def test_malformed_overrides(tmp_path, data_dir, override, message):
      "sampling.representation = 'surr-site' is not available with model.backend = "
      "'circulant'"),
     ("[model]\nnu_t = 1.5\n", "model.nu_t = 1.5 is for space-time models"),
+    ("[model]\nbackend = 'gmrf'\nnu = 1.5\n",
+     "model.nu = 1.5 is the Matérn smoothness of the circulant and dense backends; "
+     "model.backend = 'gmrf' takes model.alpha"),
+    ("[model]\nalpha = 2\n",
+     "model.alpha = 2 is the SPDE order of the gmrf backend; model.backend = 'circulant' "
+     "takes model.nu"),
     ("[model.priors.range]\nrho0 = 5.0\n",
      "model.priors.range.alpha is required when [model.priors.range] is given"),
 ])
@@ -344,6 +350,20 @@ def test_window_from_a_vector_file(tmp_path, data_dir):
     assert model.lattice.crs == "EPSG:32617"
 
 
+def test_smoothness_is_resolved_per_backend_and_old_stored_configs_still_load(tmp_path,
+                                                                                data_dir):
+    p = _write(tmp_path, BASE)
+    circ = load_config(p).resolved
+    gmrf = load_config(p, ["model.backend=gmrf"]).resolved
+    assert (circ["model"]["nu"], circ["model"]["alpha"]) == (1.5, None)
+    assert (gmrf["model"]["nu"], gmrf["model"]["alpha"]) == (None, 2)
+    # configs stored before stop 24 always recorded both keys; the backend used only its own
+    for r in (circ, gmrf):
+        old = json.loads(json.dumps(r))
+        old["model"].update(nu=1.5, alpha=2)
+        assert RunConfig.from_resolved(old).resolved == r
+
+
 def test_from_resolved_refuses_an_empty_config():
     with pytest.raises(ConfigError, match="without config="):
         RunConfig.from_resolved({})
@@ -385,9 +405,10 @@ def test_template_round_trips_and_shows_every_key(tmp_path):
     assert r["sampling"]["seed"] == 1
     assert r["store"]["path"] == str(tmp_path / "bei.zarr")
 
-    # Uncommenting every commented key (but the alternatives shape and the space-time keys)
-    # still parses, and the keys that have a default show exactly that default.
-    skip = {"shape", "time", "time_step", "time_units"}
+    # Uncommenting every commented key (but the alternatives shape and the gmrf backend's
+    # alpha, and the space-time keys) still parses, and the keys that have a default show
+    # exactly that default.
+    skip = {"shape", "alpha", "time", "time_step", "time_units"}
     lines = [ln[2:] if (m := re.match(r"^# (\w+) = ", ln)) and m.group(1) not in skip else ln
              for ln in text.splitlines()]
     q = tmp_path / "all.toml"

@@ -102,6 +102,26 @@ def test_refusals():
              lattice=Lattice((2, 10, 10), spacing=(1.0, 10.0, 10.0)))
 
 
+def test_smoothness_keys_belong_to_their_backend():
+    xy = _pattern(50)
+    kw = {"cell_size": 10.0, "cross_check": False}
+    with pytest.raises(InvalidParameterError, match=r"nu=1\.5 sets .* nu = alpha - d/2"):
+        LGCP(xy, (0, 100, 0, 100), backend="gmrf", nu=1.5, **kw)
+    for backend in ("circulant", "dense"):
+        with pytest.raises(InvalidParameterError, match="alpha=2 is the SPDE order"):
+            LGCP(xy, (0, 100, 0, 100), backend=backend, alpha=2, **kw)
+    # a fractional order is refused, never truncated to an integer
+    with pytest.raises(InvalidParameterError, match=r"alpha=2\.5 is not supported"):
+        LGCP(xy, (0, 100, 0, 100), backend="gmrf", alpha=2.5, **kw)
+    with pytest.raises(InvalidParameterError, match="nu"):
+        LGCP(xy, (0, 100, 0, 100), nu=-1.0, **kw)
+    # the GMRF's smoothness is the one its SPDE order implies (what min contrast then uses)
+    g = LGCP(xy, (0, 100, 0, 100), backend="gmrf", **kw)
+    assert (g.nu, g.alpha) == (1.0, 2)
+    c = LGCP(xy, (0, 100, 0, 100), nu=0.5, **kw)
+    assert (c.nu, c.alpha) == (0.5, None) and c.kernel(1.0, 20.0).nu == 0.5
+
+
 def test_other_backends_and_user_priors_build():
     xy = _pattern(80)
     g = LGCP(xy, (0, 100, 0, 100), cell_size=10.0, backend="gmrf", cross_check=False)

@@ -70,6 +70,10 @@ INTERCEPT_SD, BETA_SD = 5.0, 1.0
 #: dense priors above this many cells need allow_dense=True (an O(N³) Cholesky per proposal)
 DENSE_MAX_CELLS = 4096
 BACKENDS = ("circulant", "gmrf", "dense")
+#: Matérn smoothness of the circulant and dense backends when ``nu`` is not given
+DEFAULT_NU = 1.5
+#: SPDE order of the gmrf backend when ``alpha`` is not given (ν = α − d/2: 1 in 2-D)
+DEFAULT_ALPHA = 2
 #: log-scale spread of overdispersed chain starts
 START_SPREAD = 0.3
 #: name of the intercept's coefficient when it sits in the Gaussian block
@@ -105,16 +109,19 @@ class LGCP:
     backend : {"circulant", "gmrf", "dense"}
         Field prior: circulant embedding (Matérn ``nu``), Matérn-SPDE GMRF (``ν = α − d/2``,
         ``alpha``), or dense (the oracle; refused above 4096 cells unless ``allow_dense``).
-    nu : float
-        Matérn smoothness of the circulant and dense priors (in space, for space-time).
+    nu : float, optional
+        Matérn smoothness of the circulant and dense priors (in space, for space-time);
+        default :data:`DEFAULT_NU` (1.5).  An error with ``backend="gmrf"``, whose smoothness
+        is set by ``alpha``.
     nu_t : float
         Space-time only: Matérn smoothness in time (default 0.5, exponential).
     range_t_prior : Hyperprior, optional
         Space-time only: prior of the temporal range (default: module docstring).
     time_units : str, optional
         Space-time only: units of the time axis (e.g. ``"day"``), for reported intensities.
-    alpha : int
-        SPDE order of the GMRF prior.
+    alpha : int, optional
+        SPDE order of the GMRF prior, ``ν = α − d/2``; default :data:`DEFAULT_ALPHA` (2: ν = 1
+        in 2-D).  An error with the other backends, whose smoothness is ``nu``.
     range_prior, sd_prior, intercept_prior : Hyperprior, optional
         Override the default priors (module docstring).  ``range_prior`` must have a finite
         ``upper`` bound for the circulant backend.
@@ -172,9 +179,9 @@ class LGCP:
         center: bool = True,
         scale: bool = True,
         backend: str = "circulant",
-        nu: float = 1.5,
+        nu: float | None = None,
         nu_t: float = 0.5,
-        alpha: int = 2,
+        alpha: int | None = None,
         range_prior: Hyperprior | None = None,
         sd_prior: Hyperprior | None = None,
         intercept_prior: Hyperprior | None = None,
@@ -247,7 +254,10 @@ class LGCP:
         self.intercept, self.coefficients = intercept, coefficients
         self.nu_t = positive_float("nu_t", nu_t, "a Matérn smoothness > 0, e.g. 0.5")
         self.prior_spec = self._priors(range_prior, sd_prior, intercept_prior, range_t_prior)
-        self.backend, self.nu, self.alpha = backend, float(nu), int(alpha)
+        self.backend = backend
+        #: the field's Matérn smoothness (for the gmrf backend the one its SPDE order implies)
+        #: and the gmrf backend's SPDE order (None for the others)
+        self.nu, self.alpha = _smoothness(backend, nu, alpha, lattice.ndim)
         self.min_contrast = self.glm = None
         if cross_check:
             self._cross_check()
@@ -630,3 +640,25 @@ class LGCP:
     def __repr__(self) -> str:
         return (f"LGCP({self.n_points} points, lattice {self.lattice.shape}, backend "
                 f"{self.backend!r})")
+
+
+def _smoothness(backend: str, nu: Any, alpha: Any, ndim: int) -> tuple[float, int | None]:
+    """``(ν, α)`` of the field prior; a smoothness key the backend would ignore is an error."""
+    from ..priors.gmrf import _alpha
+
+    if backend == "gmrf":
+        if nu is not None:
+            raise InvalidParameterError(
+                f"nu={nu!r} sets the Matérn smoothness of the circulant and dense backends; "
+                "the gmrf backend's follows from its SPDE order, nu = alpha - d/2 (alpha="
+                f"{DEFAULT_ALPHA}: nu = {DEFAULT_ALPHA - ndim / 2:g} in {ndim}-D). Remove nu, "
+                "or choose backend='circulant'.")
+        a = _alpha(DEFAULT_ALPHA if alpha is None else alpha, ndim)
+        return a - ndim / 2.0, a
+    if alpha is not None:
+        raise InvalidParameterError(
+            f"alpha={alpha!r} is the SPDE order of backend='gmrf'; backend={backend!r} takes the "
+            f"Matérn smoothness nu instead (default {DEFAULT_NU}). Remove alpha, or choose "
+            "backend='gmrf'.")
+    return positive_float("nu", DEFAULT_NU if nu is None else nu,
+                          "a Matérn smoothness > 0, e.g. 1.5"), None
