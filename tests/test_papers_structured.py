@@ -148,7 +148,25 @@ def test_bad_arguments_are_refused_before_any_run(tmp_path):
                        ("-1,3000", "not BURN_IN,SWEEPS"), ("10,5", "at least 10 sampling")):
         with pytest.raises(InvalidParameterError, match=match):
             S.main([f"--redwoods-length={bad}", "--out", str(tmp_path)])
+    with pytest.raises(InvalidParameterError, match="--bei-length '200' is not BURN_IN"):
+        S.main(["--bei-length", "200", "--out", str(tmp_path)])
     assert not (tmp_path / "work").exists()
+
+
+def test_bei_length_sets_the_bei_runs(tmp_path):
+    out = tmp_path / "q"
+    assert S.main(["--quick", "--experiments", "bei", "--bei-length", "2,12",
+                   "--out", str(out)]) == 0
+    res = json.loads((out / "structured.json").read_text())
+    assert (res["settings"]["bei_tune"], res["settings"]["bei_draws"]) == (2, 12)
+    assert res["mode"] == "quick"
+    assert len(list((out / "work").glob("bei_circulant_*_c2_t2_d12_*.zarr"))) == 1
+    e = res["experiments"]["bei"]["50m"]
+    assert e["seconds_per_sweep"] == pytest.approx(e["seconds"] / 12)
+    low = min(p["ess_bulk"] for p in e["posterior"].values())
+    md = (out / "structured.md").read_text()
+    assert "2 chains × (2 burn-in + 12 sweeps)" in md
+    assert f"| {low:.0f} (" in md
 
 
 def test_redwoods_length_sets_the_25_by_25_runs_only(tmp_path):

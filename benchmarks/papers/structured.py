@@ -716,16 +716,21 @@ def markdown(res: dict[str, Any]) -> str:
         lines.append("")
     if "bei" in res["experiments"]:
         lines += ["### bei (the demo's LGCP, `~ elev + grad`, Matérn 3/2, PC priors)", "",
+                  f"{s['bei_chains']} chains × ({s['bei_tune']} burn-in + {s['bei_draws']} "
+                  "sweeps) per grid. The smallest bulk ESS is over sd, range and the intercept "
+                  "(all chains pooled).", "",
                   "| cells | grid | sd: median [5 %, 95 %] | range m: median [5 %, 95 %] | "
-                  "R-hat max | s/sweep (all chains) | dense covariance |",
-                  "|---|---|---|---|---|---|---|"]
+                  "R-hat max | smallest bulk ESS | s/sweep (all chains) | dense covariance |",
+                  "|---|---|---|---|---|---|---|---|"]
         for key, e in res["experiments"]["bei"].items():
             p = e["posterior"]
+            low = min(p, key=lambda n: p[n]["ess_bulk"])
             lines.append(
                 f"| {key} | {e['info']['shape']} | {p['sd']['median']:.3g} "
                 f"[{p['sd']['q05']:.3g}, {p['sd']['q95']:.3g}] | {p['range']['median']:.3g} "
                 f"[{p['range']['q05']:.3g}, {p['range']['q95']:.3g}] | "
-                f"{max(v['rhat'] for v in p.values()):.2f} | {e['seconds_per_sweep']:.3f} | "
+                f"{max(v['rhat'] for v in p.values()):.2f} | "
+                f"{p[low]['ess_bulk']:.0f} ({low}) | {e['seconds_per_sweep']:.3f} | "
                 f"{e['dense_cost']['covariance_gb']:.2g} GB |")
         lines.append("")
     if "sensitivity" in res["experiments"]:
@@ -786,8 +791,8 @@ def figure(res: dict[str, Any], runs: dict[str, dict[str, Any]], path: Path) -> 
 
 
 # -- entry point ----------------------------------------------------------------------------------
-def parse_length(text: str) -> tuple[int, int]:
-    """``--redwoods-length``: ``BURN_IN,SWEEPS`` as two whole numbers (sweeps at least 10).
+def parse_length(text: str, flag: str = "--redwoods-length") -> tuple[int, int]:
+    """``flag``'s value ``BURN_IN,SWEEPS`` as two whole numbers (sweeps at least 10).
 
     Raises
     ------
@@ -797,12 +802,11 @@ def parse_length(text: str) -> tuple[int, int]:
     parts = text.split(",")
     if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
         raise InvalidParameterError(
-            f"--redwoods-length {text!r} is not BURN_IN,SWEEPS with whole numbers; e.g. "
-            "--redwoods-length 1000,3000.")
+            f"{flag} {text!r} is not BURN_IN,SWEEPS with whole numbers; e.g. "
+            f"{flag} 1000,3000.")
     tune, draws = (int(p) for p in parts)
     if draws < 10:
-        raise InvalidParameterError(
-            f"--redwoods-length {text!r}: give at least 10 sampling sweeps.")
+        raise InvalidParameterError(f"{flag} {text!r}: give at least 10 sampling sweeps.")
     return tune, draws
 
 
@@ -825,6 +829,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--redwoods-length", default=None, metavar="BURN_IN,SWEEPS",
                     help="burn-in and sampling sweeps of the 25 x 25 redwoods runs (full mode: "
                          f"{','.join(map(str, Settings.redwoods))}; else --tune,--draws)")
+    ap.add_argument("--bei-length", default=None, metavar="BURN_IN,SWEEPS",
+                    help="burn-in and sampling sweeps of the bei runs (full mode: "
+                         f"{Settings.bei_tune},{Settings.bei_draws})")
     ap.add_argument("--threads", type=int, default=1, help="Numba threads (default 1)")
     args = ap.parse_args(argv)
     import numba
@@ -846,8 +853,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         st.redwoods = (st.tune, st.draws)  # a custom length applies to every pair but mining
     if args.redwoods_length is not None:
         st.redwoods = parse_length(args.redwoods_length)
+    if args.bei_length is not None:
+        st.bei_tune, st.bei_draws = parse_length(args.bei_length, "--bei-length")
     mode = ("quick" if args.quick else "custom" if custom or args.experiments
-            or args.redwoods_length is not None else "full")
+            or args.redwoods_length is not None or args.bei_length is not None else "full")
     out = args.out or (QUICK_OUT if args.quick else RESULTS)
     work = args.work or out / "work"
     out.mkdir(parents=True, exist_ok=True)
