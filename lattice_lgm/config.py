@@ -63,6 +63,7 @@ from .models.lgcp import (
 )
 from .runs import sample as _sample
 from .samplers.hyper import REPRESENTATIONS
+from .store import upgrade_config
 
 __all__ = [
     "REQUIRED",
@@ -724,13 +725,7 @@ class RunConfig:
             raise ConfigError(
                 "the stored configuration is empty: the run was started from Python without "
                 "config=; rebuild its model in Python instead.")
-        d = json.loads(json.dumps(dict(d)))
-        m = d.get("model")
-        if isinstance(m, dict) and m.get("nu") is not None and m.get("alpha") is not None:
-            # stored before nu and alpha became backend-specific (stop 24), when both were
-            # always filled: the run used only its backend's key
-            m["nu" if m.get("backend") == "gmrf" else "alpha"] = None
-        resolved = _resolve(d, base=Path.cwd(), stem=None)
+        resolved = _resolve(upgrade_config(d), base=Path.cwd(), stem=None)
         return cls(resolved)
 
     @property

@@ -421,6 +421,20 @@ def _read_commits(path: Path) -> dict[int, dict[str, int]]:
     return out
 
 
+def upgrade_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored run configuration in the current schema (a new JSON copy).
+
+    Configurations stored before ``model.nu`` and ``model.alpha`` became backend-specific
+    (architecture decision 64) recorded both; the run used only its backend's (``alpha`` for
+    the gmrf backend, ``nu`` for the others), so the other is set to ``None``.
+    """
+    d = json.loads(json.dumps(dict(config)))
+    m = d.get("model")
+    if isinstance(m, dict) and m.get("nu") is not None and m.get("alpha") is not None:
+        m["nu" if m.get("backend") == "gmrf" else "alpha"] = None
+    return d
+
+
 def check_compatible(stored: Mapping[str, Any], current: Mapping[str, Any]) -> None:
     """Refuse a resume whose data, configuration or bit-relevant library versions differ.
 
@@ -437,7 +451,7 @@ def check_compatible(stored: Mapping[str, Any], current: Mapping[str, Any]) -> N
     for k in sorted(set(sc) | set(cc)):
         if sc.get(k) != cc.get(k):
             diffs.append(f"run setting {k}: stored {sc.get(k)!r}, now {cc.get(k)!r}")
-    if stored.get("config") != current.get("config"):
+    if upgrade_config(stored.get("config") or {}) != upgrade_config(current.get("config") or {}):
         diffs.append("the configuration differs from the stored one (see attrs['config'])")
     sv, cv = stored.get("versions", {}), current.get("versions", {})
     for k in BIT_LIBRARIES:

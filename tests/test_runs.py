@@ -187,6 +187,19 @@ def test_resume_refuses_other_data_settings_or_versions(model, reference, tmp_pa
         sample(model, store=copy, resume=True, **RUN)
 
 
+def test_a_config_stored_before_decision_64_still_matches_on_resume():
+    from lattice_lgm.store import check_compatible
+
+    def attrs(**model):
+        return {"data_sha256": "x", "run_config": {}, "versions": {},
+                "config": {"model": {"backend": "circulant", "nu": 1.5, "alpha": None, **model}}}
+
+    # old stores recorded alpha = 2 beside a circulant backend's nu; the run ignored it
+    check_compatible(attrs(alpha=2), attrs())
+    with pytest.raises(ResumeMismatchError, match="configuration differs"):
+        check_compatible(attrs(alpha=2), attrs(nu=2.5))
+
+
 def _crash_after_checkpoint(model, path, monkeypatch, n=3):
     """Run RUN into ``path`` and raise after its n-th checkpoint (the store is left as a dead
     process would leave it: that checkpoint and the draws it covers on disk)."""
