@@ -167,6 +167,9 @@ def test_bei_length_sets_the_bei_runs(tmp_path):
     md = (out / "structured.md").read_text()
     assert "2 chains × (2 burn-in + 12 sweeps)" in md
     assert f"| {low:.0f} (" in md
+    r = e["posterior"]["range"]  # the drift column: first and last fifth of the 12 sweeps
+    assert f"{r['median_first_fifth']:.3g} → {r['median_last_fifth']:.3g}" in md
+    assert "bei only" in md and "mining" not in md  # no settings of runs it does not hold
 
 
 def test_redwoods_length_sets_the_25_by_25_runs_only(tmp_path):

@@ -492,15 +492,23 @@ def interleaved_timing(pairs: dict[str, tuple[Any, dict[str, Any]]], *, sweeps: 
 
 
 def posterior_summary(r: dict[str, Any]) -> dict[str, Any]:
-    """Median and 90 % interval of each hyperparameter, R-hat, and the bulk ESS."""
+    """Median and 90 % interval of each hyperparameter, R-hat, and the bulk ESS.
+
+    Also the median over all chains of the first and of the last fifth of the sampling
+    sweeps (``median_first_fifth``, ``median_last_fifth``): chains still drifting from their
+    starts show it there, whatever R-hat says about why.
+    """
     import arviz as az
 
     out: dict[str, Any] = {}
     for n, x in r["theta"].items():
         q = np.quantile(x, (0.05, 0.5, 0.95))
+        k = max(1, x.shape[1] // 5)
         out[n] = {"q05": float(q[0]), "median": float(q[1]), "q95": float(q[2]),
                   "rhat": np.asarray(az.rhat(_scalar(n, x))).item(),
-                  "ess_bulk": np.asarray(az.ess(_scalar(n, x), method="bulk")).item()}
+                  "ess_bulk": np.asarray(az.ess(_scalar(n, x), method="bulk")).item(),
+                  "median_first_fifth": float(np.median(x[:, :k])),
+                  "median_last_fifth": float(np.median(x[:, -k:]))}
     return out
 
 
@@ -632,6 +640,18 @@ def _dense_cost(n: int) -> dict[str, float]:
 def markdown(res: dict[str, Any]) -> str:
     """The results as a markdown report (tables and verdicts)."""
     s = res["settings"]
+    src = ("Produced by `benchmarks/papers/structured.py`; what is compared and how is in its "
+           "docstring.")
+    done = f"Total {res['seconds_total'] / 60:.1f} min. {src}"
+    if set(res["experiments"]) == {"bei"}:  # the papers' models' settings do not apply
+        # the sampling time, not this process's (which only reads finished stores on a rerun)
+        sweeps = sum(e["seconds"] for e in res["experiments"]["bei"].values())
+        return "\n".join([
+            "# The papers' Cox-process models on the structured backends: bei only", "",
+            f"Mode **{res['mode']}**: `{REPRESENTATION}` slice moves of sd, range and the "
+            f"intercept, then {N_LATENT} elliptical slice updates per sweep; one Numba and "
+            f"one BLAS thread. Sampling sweeps {sweeps / 60:.1f} min in all. {src}", "",
+            *_bei_lines(res)])
     lines = [
         "# The papers' Cox-process models on the structured backends",
         "",
@@ -640,8 +660,7 @@ def markdown(res: dict[str, Any]) -> str:
         f"{s['redwoods'][0]} + {s['redwoods'][1]}), `{REPRESENTATION}` slice moves of sd, "
         "range and "
         f"the mean, then {N_LATENT} elliptical slice updates per sweep; one Numba and one BLAS "
-        f"thread. Total {res['seconds_total'] / 60:.1f} min. Produced by "
-        "`benchmarks/papers/structured.py`; what is compared and how is in its docstring.",
+        f"thread. {done}",
         "",
         "Hyperpriors: sd ~ LogUniform(0.01, 10); mean ~ N(0, 10²) around the homogeneous "
         f"log-rate; range ~ LogUniform{RANGE_MINING} days (mining), LogUniform{RANGE_UNIT} "
@@ -714,25 +733,7 @@ def markdown(res: dict[str, Any]) -> str:
                 f"{max(v['rhat'] for v in p.values()):.3f} | "
                 f"{e[key]['ess']['seconds_per_sweep']:.4f} |")
         lines.append("")
-    if "bei" in res["experiments"]:
-        lines += ["### bei (the demo's LGCP, `~ elev + grad`, Matérn 3/2, PC priors)", "",
-                  f"{s['bei_chains']} chains × ({s['bei_tune']} burn-in + {s['bei_draws']} "
-                  "sweeps) per grid. The smallest bulk ESS is over sd, range and the intercept "
-                  "(all chains pooled).", "",
-                  "| cells | grid | sd: median [5 %, 95 %] | range m: median [5 %, 95 %] | "
-                  "R-hat max | smallest bulk ESS | s/sweep (all chains) | dense covariance |",
-                  "|---|---|---|---|---|---|---|---|"]
-        for key, e in res["experiments"]["bei"].items():
-            p = e["posterior"]
-            low = min(p, key=lambda n: p[n]["ess_bulk"])
-            lines.append(
-                f"| {key} | {e['info']['shape']} | {p['sd']['median']:.3g} "
-                f"[{p['sd']['q05']:.3g}, {p['sd']['q95']:.3g}] | {p['range']['median']:.3g} "
-                f"[{p['range']['q05']:.3g}, {p['range']['q95']:.3g}] | "
-                f"{max(v['rhat'] for v in p.values()):.2f} | "
-                f"{p[low]['ess_bulk']:.0f} ({low}) | {e['seconds_per_sweep']:.3f} | "
-                f"{e['dense_cost']['covariance_gb']:.2g} GB |")
-        lines.append("")
+    lines += _bei_lines(res)
     if "sensitivity" in res["experiments"]:
         e = res["experiments"]["sensitivity"]
         lines += ["## 3. Sensitivity: squared exponential against Matérn-SPDE (not a test)", "",
@@ -751,8 +752,43 @@ def markdown(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _bei_lines(res: dict[str, Any]) -> list[str]:
+    """The bei section of the report (empty without the bei experiment)."""
+    if "bei" not in res["experiments"]:
+        return []
+    s = res["settings"]
+    lines = ["### bei (the demo's LGCP, `~ elev + grad`, Matérn 3/2, PC priors)", "",
+              f"{s['bei_chains']} chains × ({s['bei_tune']} burn-in + {s['bei_draws']} "
+              "sweeps) per grid. The smallest bulk ESS is over sd, range and the intercept "
+              "(all chains pooled). Drift: the median range over all chains in the first "
+              "and in the last fifth of the sampling sweeps; chains that have forgotten "
+              "their starts give the same value twice, within Monte Carlo error.", "",
+              "| cells | grid | sd: median [5 %, 95 %] | range m: median [5 %, 95 %] | "
+              "range m: first → last fifth | R-hat max | smallest bulk ESS | "
+              "s/sweep (all chains) | dense covariance |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for key, e in res["experiments"]["bei"].items():
+        p = e["posterior"]
+        low = min(p, key=lambda n: p[n]["ess_bulk"])
+        lines.append(
+            f"| {key} | {e['info']['shape']} | {p['sd']['median']:.3g} "
+            f"[{p['sd']['q05']:.3g}, {p['sd']['q95']:.3g}] | {p['range']['median']:.3g} "
+            f"[{p['range']['q05']:.3g}, {p['range']['q95']:.3g}] | "
+            f"{_g(p['range'].get('median_first_fifth'))} → "
+            f"{_g(p['range'].get('median_last_fifth'))} | "
+            f"{max(v['rhat'] for v in p.values()):.2f} | "
+            f"{p[low]['ess_bulk']:.0f} ({low}) | {e['seconds_per_sweep']:.3f} | "
+            f"{e['dense_cost']['covariance_gb']:.2g} GB |")
+    lines.append("")
+    return lines
+
+
 def figure(res: dict[str, Any], runs: dict[str, dict[str, Any]], path: Path) -> None:
-    """Hyperparameter posteriors of each agreement pair, and the mean log-intensity maps."""
+    """The figure: agreement histograms, mean log-intensity maps and the bei range traces.
+
+    Rows: the log-range posterior of each agreement pair, the mean log-intensity maps, and the
+    bei runs' range by chain (drift from the starts shows there).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -765,23 +801,37 @@ def figure(res: dict[str, Any], runs: dict[str, dict[str, Any]], path: Path) -> 
                                     ("redwoods128/circulant", "SE, fine grid, circulant"),
                                     ("sensitivity/gmrf", "Matérn-SPDE, fine grid, GMRF"))
             if k in runs]
-    ncol = max(len(pairs), len(maps), 1)
-    fig, axes = plt.subplots(2, ncol, figsize=(4.2 * ncol, 7.5), squeeze=False)
+    bei = sorted((k for k in runs if k.startswith("bei/")), key=lambda k: float(k[4:-1]))
+    ncol = max(len(pairs), len(maps), len(bei), 1)
+    used = [name for name, items in (("pairs", pairs), ("maps", maps), ("bei", bei)) if items]
+    row = {name: i for i, name in enumerate(used)}
+    fig, axes = plt.subplots(max(1, len(used)), ncol, figsize=(4.2 * max(ncol, 2),
+                                                                 3.75 * max(1, len(used))),
+                             squeeze=False)
     for j, (k, ka, kb) in enumerate(pairs):
-        ax = axes[0, j]
+        ax = axes[row["pairs"], j]
         for key, lab, col in ((ka, res[k]["pair"][0], "C0"), (kb, res[k]["pair"][1], "C1")):
             x = np.log(runs[key]["theta"]["range"]).ravel()
             ax.hist(x, bins=40, density=True, histtype="step", color=col, label=lab)
         ax.set_title(f"{k}: log range ({res[k]['verdict'].split(' (')[0]})")
         ax.legend(fontsize=8)
     for j, (k, lab) in enumerate(maps):
-        ax = axes[1, j]
+        ax = axes[row["maps"], j]
         r = runs[k]
         shape = r["info"]["shape"]
         m = r["eta"].mean(axis=(0, 1)).reshape(shape)
         im = ax.imshow(m, origin="lower", extent=(0, 1, 0, 1), cmap="viridis")
         ax.set_title(lab)
         fig.colorbar(im, ax=ax, shrink=0.8, label="posterior mean η (log points per unit²)")
+    for j, k in enumerate(bei):
+        ax = axes[row["bei"], j]
+        x = runs[k]["theta"]["range"]
+        for c in range(x.shape[0]):
+            ax.plot(np.arange(x.shape[1]), x[c], lw=0.6, label=f"chain {c}")
+        ax.set_title(f"bei at {k[4:]}: range by chain")
+        ax.set_xlabel("sampling sweep (after burn-in)")
+        ax.set_ylabel("range (m)")
+        ax.legend(fontsize=7)
     for ax in axes.ravel():
         if not ax.has_data():
             ax.set_visible(False)
