@@ -55,6 +55,8 @@ Usage::
     python benchmarks/papers/structured.py            # full mode: ~2.5 h on 2 cores, resumable
     python benchmarks/papers/structured.py --experiments mining redwoods --chains 4 \
         --draws 500 --tune 100 --out /tmp/structured
+    python benchmarks/papers/structured.py --experiments bei --bei-length 1000,5000 \
+        --out results/structured_bei    # the longer bei runs (27 min of sampling here)
 
 Every run is a :func:`lattice_lgm.runs.sample` zarr store under ``--work`` with checkpoints; a
 rerun resumes unfinished stores and reads finished ones.
