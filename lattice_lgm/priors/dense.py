@@ -171,6 +171,10 @@ class DensePrior(GaussianPrior):
         # not shipped to Dask workers or files; the first child of an unpickled prior rebuilds them
         return {**self.__dict__, "_distances": None}
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # a prior pickled before the distances were kept has no entry: none to pass on
+        self.__dict__.update({"_distances": None, **state})
+
     @property
     def jitter_level(self) -> float | None:
         """Relative jitter level ``ε`` of this prior's hyperparameter family.
@@ -276,11 +280,9 @@ class DensePrior(GaussianPrior):
         kernel = self.kernel.with_params(**params)
         if hasattr(self, "lattice"):
             return type(self).from_lattice(self.lattice, kernel, jitter=self._jitter_arg)
-        # self.x was validated when the family's root was built; a prior pickled before the
-        # distances were kept has none to pass on
+        # self.x was validated when the family's root was built
         obj = type(self).__new__(type(self))
-        obj._init_inputs(self.x, kernel, self.shape, self._jitter_arg,
-                         getattr(self, "_distances", None))
+        obj._init_inputs(self.x, kernel, self.shape, self._jitter_arg, self._distances)
         return obj
 
     def _surrogate(self, g: np.ndarray, precision: np.ndarray) -> SurrogateConditional:

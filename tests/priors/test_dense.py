@@ -387,3 +387,9 @@ def test_pickled_prior_drops_its_distance_cache_and_children_stay_exact():
     a, b = p.with_params(lengthscale=ls), q.with_params(lengthscale=ls)
     assert np.array_equal(a.cov, b.cov) and np.array_equal(a.chol, b.chol)
     assert len(pickle.dumps(p)) < 3 * (p.cov.nbytes + p.chol.nbytes)
+    # a prior pickled before the distances were kept (no entry at all) still builds children
+    state = {k: v for k, v in p.__getstate__().items() if k != "_distances"}
+    old = DensePrior.__new__(DensePrior)
+    old.__setstate__(state)
+    c = old.with_params(lengthscale=ls)
+    assert np.array_equal(c.cov, a.cov) and np.array_equal(c.chol, a.chol)
