@@ -18,6 +18,7 @@ from lattice_lgm.errors import (
     ShapeMismatchError,
 )
 from lattice_lgm.priors import DensePrior
+from tests._jitter import assert_jitter_is_the_ladders
 
 NAN = float("nan")
 
@@ -87,13 +88,21 @@ def test_with_params_on_from_matrix_prior_raises():
 
 
 # -- jitter policy -------------------------------------------------------------------------------
+# Whether a numerically singular K factors without jitter is decided by round-off, so by the BLAS
+# kernel OpenBLAS picks for the CPU (tests/_jitter.py): these tests expect a particular level only
+# of matrices whose outcome is exact, and otherwise the ladder's level as this CPU finds it.
 
 X60 = np.linspace(0.0, 1.0, 60)  # 60 closely spaced points: SE is numerically rank deficient
 SE = SquaredExponential(range=1.0)
+# so smooth that K is exactly the all-ones matrix (d²/ℓ² < 1e-19 rounds exp to 1): rank one, an
+# exact zero pivot at jitter 0 on every CPU, and λ_min(K + 1e-10·I) = 1e-10, a thousand times
+# Cholesky's round-off, so the level is 1e-10 on every CPU
+SE_FLAT = SquaredExponential(range=1e10)
 
 
 def test_auto_jitter_is_needed_and_recorded():
-    d = DensePrior(X60, SE)
+    d = DensePrior(X60, SE_FLAT)
+    assert np.all(d.cov == 1.0)
     assert d.jitter > 0.0
     # the policy: relative steps 1e-10 … 1e-6 of the mean diagonal
     rel = d.jitter / np.mean(np.diag(d.cov))
@@ -102,32 +111,41 @@ def test_auto_jitter_is_needed_and_recorded():
     np.testing.assert_allclose(d.chol @ d.chol.T, d.cov + d.jitter * np.eye(60), rtol=0,
                                atol=1e-12)
     assert f"jitter={d.jitter:.3g}" in repr(d)
+    # a numerically (not exactly) singular K: the level is the ladder's on this CPU, whatever
+    # the kernel
+    assert_jitter_is_the_ladders(DensePrior(X60, SE))
 
 
 def test_auto_jitter_level_is_fixed_for_the_hyperparameter_family():
     """with_params keeps the level the user's prior needed (ε·mean diag K_θ at every θ), so the
     jitter is a function of θ fixed at the start, not of the factorisation history."""
-    root = DensePrior(X60, SE)  # range 1: needs ε = 1e-10
+    root = DensePrior(X60, SE_FLAT)  # K = all ones: needs ε = 1e-10 on every CPU
     eps = root.jitter / np.mean(np.diag(root.cov))
     assert eps == pytest.approx(1e-10, rel=1e-12)
-    # range 0.05 factors exactly from scratch, but in the family it carries the same ε
+    # range 0.05 factors exactly from scratch (λ_min ≈ 2e-4), but in the family it carries ε
     assert DensePrior(X60, SE.with_params(range=0.05)).jitter == 0.0
     child = root.with_params(range=0.05, sd=2.0)
     assert child.jitter == pytest.approx(eps * 4.0, rel=1e-12)
     np.testing.assert_allclose(child.chol @ child.chol.T, child.cov + child.jitter * np.eye(60),
                                rtol=0, atol=1e-12)
-    # a grandchild takes the root's level, not its parent's: back at range 1 it is the root
-    back = child.with_params(range=1.0, sd=1.0)
+    # a grandchild takes the root's level, not its parent's: back at the root's θ it is the root
+    back = child.with_params(range=1e10, sd=1.0)
     assert back.jitter == root.jitter
     np.testing.assert_array_equal(back.chol, root.chol)
+    # a numerically singular root: its family climbs from the level this CPU found for it
+    root = DensePrior(X60, SE)
+    assert_jitter_is_the_ladders(root)
+    for r in (0.05, 0.2, 3.0):
+        assert_jitter_is_the_ladders(root.with_params(range=r), root.jitter_level)
 
 
 def test_auto_jitter_family_density_is_continuous_in_theta():
     """One ulp of range moves log N(f; 0, K_θ) by round-off only.  Under the old per-θ ladder
-    a neighbour factored at jitter 0 and it moved by 5e5 here (decision 60)."""
+    a neighbour factored at jitter 0 and it moved by 5e5 here (decision 60); at range 0.05 the
+    old ladder factors at 0 on every CPU, so it would fail the level check below."""
     f = DensePrior(X60, SE).sample(np.random.default_rng(5), 1)
-    for r0 in (0.1, 0.15, 0.2, 0.3):
-        root = DensePrior(X60, SE.with_params(range=0.2))
+    root = DensePrior(X60, SE_FLAT)  # level 1e-10 on every CPU
+    for r0 in (0.05, 0.1, 0.15, 0.2, 0.3):
         ref = root.with_params(range=r0)
         levels = set()
         for r in (r0, np.nextafter(r0, 1.0), np.nextafter(r0, 0.0)):
@@ -139,11 +157,11 @@ def test_auto_jitter_family_density_is_continuous_in_theta():
 
 def test_zero_jitter_on_rank_deficient_kernel_raises():
     with pytest.raises(NotPositiveDefiniteError, match="not positive definite"):
-        DensePrior(X60, SE, jitter=0.0)
+        DensePrior(X60, SE_FLAT, jitter=0.0)
 
 
 def test_auto_jitter_is_zero_when_not_needed():
-    d = DensePrior(X60, Matern(0.5, range=0.5))
+    d = DensePrior(X60, Matern(0.5, range=0.5))  # λ_min(K) ≈ 0.03: factors on every CPU
     assert d.jitter == 0.0
 
 
