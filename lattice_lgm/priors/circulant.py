@@ -518,6 +518,23 @@ class CirculantPrior(GaussianPrior):
         plans = self._own_thread_plans() if own_thread else self._plans
         return plans.backward(zeta, self._get("color_mult"), out=out)
 
+    def colorize_with(self, zeta: np.ndarray, sqrt_eigenvalues: np.ndarray) -> np.ndarray:
+        """Torus fields ``irfftn(s · √M ζ)`` for a given square-root spectrum ``s``.
+
+        :meth:`colorize_spectrum` with ``s = √λ`` of another covariance on the same torus
+        (e.g. an interpolated spectrum inside an HMC trajectory).
+
+        Parameters
+        ----------
+        zeta : ndarray of complex, shape (n_chains, *half_shape)
+        sqrt_eigenvalues : ndarray, shape half_shape
+
+        Returns
+        -------
+        ndarray, shape (n_chains, *state_shape)
+        """
+        return self._plans.backward(zeta, sqrt_eigenvalues / math.sqrt(self._plans.size))
+
     def _own_thread_plans(self) -> RealFFTPlans:
         key = threading.get_ident()
         plans = self._thread_plans.get(key)
@@ -525,6 +542,23 @@ class CirculantPrior(GaussianPrior):
             plans = self._thread_plans.setdefault(key, RealFFTPlans(
                 self.embedding_shape, planner_effort=self._plans.planner_effort, threads=1))
         return plans
+
+    def apply_spectral(self, x: np.ndarray, multiplier: np.ndarray) -> np.ndarray:
+        """A real symmetric circulant operator ``F⁻¹ diag(m) F`` applied to torus fields.
+
+        Parameters
+        ----------
+        x : ndarray, shape (n, *state_shape)
+        multiplier : ndarray, shape half_shape
+            Eigenvalues ``m_k`` of the operator (even in ``k``, e.g. a function of
+            :attr:`eigenvalues`); ``m = λ`` applies ``K``, ``m = √λ`` applies ``colorize``.
+
+        Returns
+        -------
+        ndarray, shape (n, *state_shape)
+        """
+        return self._plans.filter(np.asarray(x, dtype=np.float64),
+                                  np.asarray(multiplier, dtype=np.float64) / self._plans.size)
 
     def spectrum(self, x: np.ndarray) -> np.ndarray:
         """Unitary half-spectra ``rfftn(x)/√M`` of torus fields ``(n_chains, *state_shape)``."""
