@@ -42,7 +42,18 @@ _PLAN_LOCK = threading.Lock()
 
 
 def default_threads(size: int | None = None) -> int:
-    """FFTW threads: the cores this process may use, or 1 for transforms below SMALL_FFT cells."""
+    """FFTW threads: the cores this process may use, or 1 for transforms below SMALL_FFT cells.
+
+    ``LATTICE_LGM_FFT_THREADS`` (an int >= 1) overrides it, so that a run can hold one thread
+    budget across FFTW, Numba and OpenBLAS (three pools on two cores made a sweep 3-40x slower,
+    docs/architecture.md).
+    """
+    env = os.environ.get("LATTICE_LGM_FFT_THREADS")
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            raise InvalidParameterError(
+                f"LATTICE_LGM_FFT_THREADS={env!r} must be an integer >= 1 (FFTW threads).")
+        return int(env)
     if size is not None and size < SMALL_FFT:
         return 1
     try:
