@@ -292,6 +292,14 @@ class LatentGaussianModel:
             out = out + float(theta.get(k, self._hyper_init[k])) * x
         return out
 
+    def hyper_covariate(self, name: str) -> np.ndarray:
+        """The covariate of coefficient ``name`` (``beta_<x>``) at the observed sites, (n_obs,)."""
+        if name not in self._hyper_cov:
+            raise InvalidParameterError(
+                f"{name!r} is not a hyperparameter coefficient; they are "
+                f"{sorted(self._hyper_cov)}.")
+        return self._hyper_cov[name]
+
     def log_hyperprior(self, theta: Mapping[str, float]) -> float:
         """``Σ log p_h(θ_k)`` on the natural scale over the sampled hyperparameters."""
         return float(sum(hp.logpdf(theta[k]) for k, hp in self.hyperpriors.items()))

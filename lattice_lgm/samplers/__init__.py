@@ -13,6 +13,10 @@ module                 algorithm
 ``slice``              generic univariate and hyperrectangle slice samplers (Neal 2003)
 ``gibbs``              a sweep: hyperparameter moves then k latent updates
 ``state``              chain state, per-chain random streams, white representations
+``hmc``                joint HMC over (θ, β, whitened field) on circulant priors, with Stan's
+                       windowed adaptation carried in the chain state
+``warmstart``          the field's posterior mode at fixed θ (Newton with the prior's own
+                       solves) and the warm start of chains from it
 =====================  =========================================================================
 """
 
@@ -20,21 +24,26 @@ from . import hyper
 from ._latent import init_state, state_from_fields
 from .ess import EllipticalSlice, NealMH
 from .gibbs import Gibbs, sweep_settings
+from .hmc import JointHMC
 from .hyper import REPRESENTATIONS, HyperMove, representations_for
 from .line import LineSlice
 from .slice import SliceResult, slice_hyperrect, slice_univariate
 from .state import LatentState, chain_rngs
+from .warmstart import WarmStartReport, field_mode, warm_start
 
 __all__ = [
     "REPRESENTATIONS",
     "EllipticalSlice",
     "Gibbs",
     "HyperMove",
+    "JointHMC",
     "LatentState",
     "LineSlice",
     "NealMH",
     "SliceResult",
+    "WarmStartReport",
     "chain_rngs",
+    "field_mode",
     "hyper",
     "init_state",
     "representations_for",
@@ -42,4 +51,5 @@ __all__ = [
     "slice_univariate",
     "state_from_fields",
     "sweep_settings",
+    "warm_start",
 ]

@@ -152,6 +152,9 @@ class LatentState(NamedTuple):
         The log-likelihood at the current state, cached (Murray, Adams & MacKay 2010, §2.2).
     chains : tuple of int
         Global chain indices (the key of each chain's random stream).
+    extras : dict of str to ndarray, each with a leading chain axis, optional
+        Per-chain state of adaptive moves (e.g. an HMC step size and mass matrix), so that it
+        is checkpointed with the chain and a subset of chains carries its own rows.
     """
 
     theta: dict[str, np.ndarray]
@@ -161,6 +164,7 @@ class LatentState(NamedTuple):
     beta: np.ndarray
     loglik: np.ndarray
     chains: tuple[int, ...]
+    extras: dict[str, np.ndarray] | None = None
 
     @property
     def n_chains(self) -> int:
@@ -188,6 +192,8 @@ class LatentState(NamedTuple):
             {k: v[idx].copy() for k, v in self.theta.items()},
             tuple(self.priors[i] for i in idx), self.f[idx].copy(), self.white[idx].copy(),
             self.beta[idx].copy(), self.loglik[idx].copy(), tuple(self.chains[i] for i in idx),
+            None if self.extras is None else {k: np.array(v)[idx].copy()
+                                              for k, v in self.extras.items()},
         )
 
 
