@@ -36,17 +36,23 @@ class LGCPView:
         self.inside = np.asarray(model.inside, dtype=bool)
         self.units = getattr(lat, "units", None) or ""
 
+    #: what the last :meth:`init_state` did (the warm start's report), or None
+    last_start_report: Any = None
+
     def init_state(self, rngs, chains, initvals=None):
-        """Overdispersed starts (or ``initvals``) and an exact prior draw of the field."""
-        from .samplers import init_state
+        """Overdispersed starts (or ``initvals``), the field warm-started from the data."""
+        theta = None if initvals is None else [dict(t) for t in initvals]
+        state = self.model.init_state(rngs, chains=chains, theta=theta)
+        self.last_start_report = self.model.last_warm_start
+        return state
 
-        if initvals is None:
-            return self.model.init_state(rngs, chains=chains)
-        return init_state(self.lgm, rngs, chains=chains, theta=[dict(t) for t in initvals])
+    def default_representation(self) -> str:
+        """The model's measured default method."""
+        return self.model.default_method()
 
-    def default_sweep(self, representation: str, n_latent: int):
-        """The model's Gibbs sweep."""
-        return self.model.sampler(representation, n_latent=n_latent)
+    def default_sweep(self, representation: str, n_latent: int, tune: int = 0):
+        """The model's sweep for ``representation`` (``tune``: warm-up of adaptive moves)."""
+        return self.model.sampler(representation, n_latent=n_latent, tune=tune)
 
     def record(self, state) -> dict[str, Any]:
         """Hyperparameters, coefficients, the window field and the summary values of a state."""
@@ -130,7 +136,11 @@ class LatentView:
         theta = None if initvals is None else [dict(t) for t in initvals]
         return init_state(self.lgm, rngs, chains=chains, theta=theta)
 
-    def default_sweep(self, representation: str, n_latent: int):
+    def default_representation(self) -> str:
+        """``prior-white`` (the Murray–Adams default on every backend)."""
+        return "prior-white"
+
+    def default_sweep(self, representation: str, n_latent: int, tune: int = 0):
         """Hyperparameter moves (if any are sampled), then ``n_latent`` ESS updates."""
         from .samplers import EllipticalSlice, Gibbs, HyperMove
 

@@ -60,7 +60,9 @@ from .models.lgcp import (
     RANGE_UPPER_FRACTION,
     SD0,
     SD_ALPHA,
+    default_method_for,
 )
+from .models.lgcp import METHODS as SAMPLER_METHODS
 from .runs import sample as _sample
 from .samplers.hyper import REPRESENTATIONS
 from .store import upgrade_config
@@ -392,8 +394,11 @@ SCHEMA: tuple[Section, ...] = (
         Key("checkpoint_every", _int(1), None,
             "stored draws per chunk and between checkpoints (unset: the runner's default)",
             example=100),
-        Key("representation", _choice(tuple(REPRESENTATIONS)), _SAMPLER["representation"],
-            "Murray–Adams representation of the hyperparameter move"),
+        Key("representation", _choice(("auto", *SAMPLER_METHODS, *REPRESENTATIONS)),
+            _SAMPLER["representation"],
+            "the sampler: 'auto' (the backend's measured default: 'hmc' on circulant, "
+            "'prior-white' otherwise), 'hmc' (joint HMC, circulant), 'asis' (interweaving, "
+            "gmrf and dense), or a Murray–Adams representation of the hyperparameter move"),
         Key("n_latent", _int(1), _SAMPLER["n_latent"],
             "elliptical slice updates of the field per sweep"),
         Key("chains_per_task", _int(1), _RUN["chains_per_task"],
@@ -626,7 +631,17 @@ def _cross_checks(out: dict[str, Any], stem: str | None, base: Path) -> None:
         m["alpha"] = DEFAULT_ALPHA if m["alpha"] is None else m["alpha"]
     else:
         m["nu"] = DEFAULT_NU if m["nu"] is None else m["nu"]
-    if backend not in REPRESENTATIONS[rep]:
+    if rep == "auto":  # the resolved config (stored with a run) names the method in force
+        rep = s["representation"] = default_method_for(backend)
+    if rep in SAMPLER_METHODS:
+        if backend not in SAMPLER_METHODS[rep]:
+            ok = [r for r, b in (*SAMPLER_METHODS.items(), *REPRESENTATIONS.items())
+                  if backend in b]
+            raise ConfigError(
+                f"sampling.representation = {rep!r} runs on model.backend in "
+                f"{list(SAMPLER_METHODS[rep])}; with {backend!r} choose one of {ok} "
+                "(or 'auto').")
+    elif backend not in REPRESENTATIONS[rep]:
         ok = [r for r, b in REPRESENTATIONS.items() if backend in b]
         raise ConfigError(
             f"sampling.representation = {rep!r} is not available with model.backend = "

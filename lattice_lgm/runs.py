@@ -90,6 +90,9 @@ class _Plan:
             raise InvalidParameterError(
                 f"checkpoint_every={self.checkpoint_every} must be a multiple of thin_fields="
                 f"{self.thin_fields} (field chunks hold whole blocks of kept fields).")
+        if representation == "auto":
+            # the measured default per backend (issue 25, benchmarks/perf/mixing_lgcp.py)
+            representation = self.view.default_representation()
         self.representation, self.n_latent = representation, int(n_latent)
         self.discard = bool(discard_tuned_samples)
         ids = list(range(self.chains)) if chain_ids is None else [int(c) for c in chain_ids]
@@ -360,7 +363,7 @@ class _Runner:
         self.plan, self.sink, self.rngs = plan, sink, rngs
         self.view = plan.view
         self.sweep = step if step is not None else self.view.default_sweep(
-            plan.representation, plan.n_latent)
+            plan.representation, plan.n_latent, plan.tune)
         self.checkpointing = checkpointing
         self.local = slice(plan.chain_ids[0], plan.chain_ids[-1] + 1)
         if plan.chain_ids != list(range(plan.chain_ids[0], plan.chain_ids[-1] + 1)):
@@ -464,7 +467,9 @@ class _Runner:
                 "config": plan.config, "versions": library_versions()}
         arrays = {"f": state.f, "white": state.white, "beta": state.beta,
                   "loglik": state.loglik, **{f"theta/{k}": v for k, v in state.theta.items()},
+                  **{f"extras/{k}": v for k, v in (state.extras or {}).items()},
                   **self.welford.arrays()}
+        meta["extras_names"] = sorted(state.extras or {})
         wis = pyfftw.export_wisdom()
         for j, w in enumerate(wis):
             arrays[f"wisdom/{j}"] = np.frombuffer(w, dtype=np.uint8)
@@ -490,9 +495,11 @@ class _Runner:
         priors = tuple(lgm.prior_for({k: float(v[c]) for k, v in theta.items()}, lgm.prior)
                        for c in range(len(self.plan.chain_ids)))
         self.welford.load(arrays)
+        names = meta.get("extras_names") or []
+        extras = {k: np.array(arrays[f"extras/{k}"]) for k in names} or None
         return LatentState(theta, priors, np.array(arrays["f"]), np.array(arrays["white"]),
                            np.array(arrays["beta"]), np.array(arrays["loglik"]),
-                           tuple(self.plan.chain_ids))
+                           tuple(self.plan.chain_ids), extras)
 
     # -- the loop --------------------------------------------------------------------------------
     def run(self, state: Any, position: tuple[str, int, int] | None) -> None:
@@ -603,7 +610,7 @@ def sample(
     thin_fields: int = 1,
     checkpoint_every: int | None = None,
     step: Any = None,
-    representation: str = "prior-white",
+    representation: str = "auto",
     n_latent: int = 10,
     initvals: Sequence[Mapping[str, float]] | None = None,
     discard_tuned_samples: bool = True,
@@ -649,7 +656,10 @@ def sample(
     step : Gibbs, optional
         A custom sweep (default ``model.sampler(representation, n_latent=n_latent)``).
     representation, n_latent
-        Of the default sweep (Murray & Adams 2010 representation; ESS updates per sweep).
+        Of the default sweep: ``"auto"`` (default) takes the model's measured default
+        (:meth:`LGCP.default_method`: joint HMC on circulant priors, ``prior-white`` otherwise);
+        ``"hmc"``, or a Murray & Adams (2010) representation with ``n_latent`` ESS updates
+        per sweep.
     initvals : sequence of dict, optional
         Starting hyperparameters per chain (default: ``model.chain_starts``, overdispersed).
     discard_tuned_samples : bool
@@ -721,10 +731,20 @@ def sample(
 
     # a draw of the layout: the state at the start (its record uses no randomness)
     probe_rngs = chain_rngs(plan.seed, plan.chain_ids)
-    state = plan.view.init_state(probe_rngs, list(plan.chain_ids), initvals)
+
+    def start() -> Any:
+        # the warm start (LGCPs) costs a mode and some ESS updates: a resume from a
+        # checkpoint skips it
+        st0 = plan.view.init_state(probe_rngs, list(plan.chain_ids), initvals)
+        report = getattr(plan.view, "last_start_report", None)
+        if progressbar and report is not None:
+            print(report, file=sys.stderr, flush=True)
+        return st0
+
     path = None if store is None else Path(store)
     runner_sink: Any
     if path is None:
+        state = start()
         specs, coords = plan.specs(plan.view.record(state))
         _check_resources(specs, None, max_disk_gb, max_memory_gb)
         sink = _MemorySink(specs, coords, plan.attrs())
@@ -753,12 +773,13 @@ def sample(
                 raise
             meta = None  # killed before the first checkpoint: start over in the same store
         if meta is None:
-            runner.run(state, None)
+            runner.run(start(), None)
         else:
             check_compatible(meta, attrs)
             state = runner.restore(meta, arrays)
             runner.run(state, (meta["phase"], int(meta["i"]), int(meta["sweeps_done"])))
     else:
+        state = start()
         specs, coords = plan.specs(plan.view.record(state))
         joining = chain_ids is not None and path.exists()
         if joining:

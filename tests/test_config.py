@@ -87,7 +87,8 @@ def test_resolved_paths_defaults_and_order(tmp_path, data_dir, monkeypatch):
     assert r["sampling"] == {"draws": 1000, "tune": 1000, "discard_tuned_samples": True,
                              "chains": 4, "seed": None,
                              "thin": 1, "thin_fields": 1, "checkpoint_every": None,
-                             "representation": "prior-white", "n_latent": 10,
+                             # "auto" resolves to the backend's measured default (issue 25)
+                             "representation": "hmc", "n_latent": 10,
                              "chains_per_task": 1}
     assert r["store"]["path"] == str(tmp_path / "cfg" / "run.zarr")
     assert r["output"]["maps"] == str(tmp_path / "cfg" / "run_maps")

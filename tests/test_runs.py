@@ -46,7 +46,11 @@ _ns: dict = {}
 exec(MODEL_SRC, _ns)
 build_model = _ns["build_model"]
 
+# the storage tests run the Murray–Adams Gibbs sweep (cheap, no adaptation); HMC's adaptation
+# state in checkpoints has its own tests below
+PW = {"representation": "prior-white"}
 RUN = dict(draws=9, tune=4, chains=2, random_seed=11, checkpoint_every=3, n_latent=2,
+           representation="prior-white",
            progressbar=False)
 
 
@@ -128,22 +132,22 @@ def test_online_summaries_match_the_stored_draws(model, reference):
 
 
 def test_thinning_of_draws_and_fields(model, tmp_path):
-    t = sample(model, draws=6, tune=0, chains=1, random_seed=2, thin=2, thin_fields=3,
+    t = sample(model, **PW, draws=6, tune=0, chains=1, random_seed=2, thin=2, thin_fields=3,
                checkpoint_every=6, n_latent=1, progressbar=False, store=tmp_path / "a.zarr")
     assert "f" not in t["posterior"] and t["posterior"]["sd"].shape == (1, 6)
     assert list(t["posterior_fields"]["draw"].values) == [0, 3]
-    full = sample(model, draws=12, tune=0, chains=1, random_seed=2, thin=1, thin_fields=1,
+    full = sample(model, **PW, draws=12, tune=0, chains=1, random_seed=2, thin=1, thin_fields=1,
                   checkpoint_every=6, n_latent=1, progressbar=False)
     # thin=2 keeps every second sweep of the same chain
     np.testing.assert_array_equal(t["posterior"]["sd"].values[0],
                                   full["posterior"]["sd"].values[0, 1::2])
     np.testing.assert_array_equal(t["posterior_fields"]["f"].values[0, 1],
                                   full["posterior"]["f"].values[0, 7])
-    none = sample(model, draws=3, tune=0, chains=1, random_seed=2, thin_fields=0,
+    none = sample(model, **PW, draws=3, tune=0, chains=1, random_seed=2, thin_fields=0,
                   checkpoint_every=3, n_latent=1, progressbar=False)
     assert "f" not in none["posterior"] and "posterior_fields" not in none.children
     assert int(none["summaries"]["n_draws"].values[0]) == 3
-    kept = sample(model, draws=3, tune=2, chains=1, random_seed=2, checkpoint_every=3,
+    kept = sample(model, **PW, draws=3, tune=2, chains=1, random_seed=2, checkpoint_every=3,
                   n_latent=1, progressbar=False, discard_tuned_samples=False)
     assert kept["warmup_posterior"]["sd"].shape == (1, 2)
 
@@ -200,9 +204,10 @@ def test_a_config_stored_before_decision_64_still_matches_on_resume():
         check_compatible(attrs(alpha=2), attrs(nu=2.5))
 
 
-def _crash_after_checkpoint(model, path, monkeypatch, n=3):
+def _crash_after_checkpoint(model, path, monkeypatch, n=3, run=None):
     """Run RUN into ``path`` and raise after its n-th checkpoint (the store is left as a dead
     process would leave it: that checkpoint and the draws it covers on disk)."""
+    run = RUN if run is None else run
     import lattice_lgm.runs as runs
 
     calls = {"n": 0}
@@ -216,7 +221,7 @@ def _crash_after_checkpoint(model, path, monkeypatch, n=3):
 
     monkeypatch.setattr(runs._Runner, "_checkpoint", dying)
     with pytest.raises(RuntimeError, match="simulated crash"):
-        sample(model, store=path, **RUN)
+        sample(model, store=path, **run)
     monkeypatch.setattr(runs._Runner, "_checkpoint", orig)
 
 
@@ -231,6 +236,22 @@ def test_resume_after_a_stop_is_byte_identical(model, reference, tmp_path, monke
     assert not np.isnan(mid["posterior"]["sd"].values).any()
     sample(model, store=p, resume=True, **RUN)
     _assert_same_store(reference, p)
+
+
+def test_hmc_resume_in_warm_up_and_after_is_byte_identical(model, tmp_path, monkeypatch):
+    """Joint HMC (the circulant default) carries its adaptation (step size, masses, the
+    field's non-centring) in the chain state: a run stopped inside the warm-up, and one
+    stopped after it, resume to the bytes of the uninterrupted run."""
+    run = dict(RUN, representation="auto", tune=20, draws=6, checkpoint_every=3,
+               discard_tuned_samples=False)
+    ref = tmp_path / "ref.zarr"
+    t = sample(model, store=ref, **run)
+    assert t.attrs["run_config"]["representation"] == "hmc"
+    for n in (3, 8):  # warm-up draw 9 of 20; posterior draw 3 of 6
+        p = tmp_path / f"h{n}.zarr"
+        _crash_after_checkpoint(model, p, monkeypatch, n=n, run=run)
+        sample(model, store=p, resume=True, **run)
+        _assert_same_store(ref, p)
 
 
 def test_corrupt_newest_checkpoint_falls_back_to_the_previous(model, reference, tmp_path,
@@ -426,6 +447,7 @@ def test_gp_regression_and_classification_go_through_sample(tmp_path):
 
     reg, cls = _gp_models()
     run = dict(draws=4, tune=2, chains=2, random_seed=9, checkpoint_every=2, n_latent=2,
+               representation="prior-white",
                progressbar=False)
     tree = sample(reg, store=tmp_path / "gp.zarr", **run)
     post = tree["posterior"]
@@ -510,7 +532,8 @@ def test_a_custom_sweep_is_recorded_and_a_resume_with_another_is_refused(tmp_pat
 
     reg, _ = _gp_models()
     fixed = Gibbs(HyperMove(reg, "fixed", width=3.0), EllipticalSlice(reg), n_latent=2)
-    run = dict(draws=2, tune=2, chains=2, random_seed=5, checkpoint_every=2, progressbar=False)
+    run = dict(draws=2, tune=2, chains=2, random_seed=5, checkpoint_every=2, progressbar=False,
+               representation="prior-white")
     path = tmp_path / "custom.zarr"
     tree = sample(reg, store=path, step=fixed, **run)
     rc = tree.attrs["run_config"]
@@ -574,11 +597,11 @@ def test_initvals_start_the_chains_where_asked(model):
 
     starts = [{"sd": 0.5, "range": 30.0, "mean": -3.6}, {"sd": 0.9, "range": 45.0, "mean": -3.4}]
     step = Gibbs(None, EllipticalSlice(model.model), n_latent=1)
-    t = sample(model, draws=2, tune=0, chains=2, random_seed=1, checkpoint_every=2,
+    t = sample(model, **PW, draws=2, tune=0, chains=2, random_seed=1, checkpoint_every=2,
                progressbar=False, initvals=starts, step=step)
     for c, st in enumerate(starts):
         for k, v in st.items():
             np.testing.assert_array_equal(t["posterior"][k].values[c], [v, v])
     with pytest.raises(InvalidParameterError, match="initvals"):
-        sample(model, draws=2, tune=0, chains=2, random_seed=1, progressbar=False,
+        sample(model, **PW, draws=2, tune=0, chains=2, random_seed=1, progressbar=False,
                initvals=starts[:1])

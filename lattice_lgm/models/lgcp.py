@@ -507,40 +507,94 @@ class LGCP:
             out.append(theta)
         return out
 
-    def sampler(self, representation: str = "prior-white", n_latent: int = 10, **hyper: Any):
-        """The default Gibbs scheme: one hyperparameter move, then ``n_latent`` ESS updates.
+    def default_method(self) -> str:
+        """The sampler :meth:`sampler` and ``sample()`` use by default, per backend.
+
+        ``"hmc"`` (joint HMC over hyperparameters, coefficients and the whitened field,
+        :class:`~lattice_lgm.samplers.JointHMC`) on the circulant backend: on bei at 20 m it
+        reached R-hat ≤ 1.01 where ``prior-white`` still drifted after 6000 sweeps
+        (benchmarks/results/mixing_lgcp.json). ``"prior-white"`` on the GMRF and dense
+        backends, where joint HMC is not built yet.
+        """
+        return default_method_for(self.backend)
+
+    def sampler(self, representation: str = "auto", n_latent: int = 10, tune: int = 0,
+                **hyper: Any):
+        """The default sweep: joint HMC, or one hyperparameter move then ``n_latent`` ESS updates.
 
         Parameters
         ----------
         representation : str
+            ``"auto"`` (:meth:`default_method`), ``"hmc"``
+            (:class:`lattice_lgm.samplers.JointHMC`, circulant), ``"asis"`` (interweaving of
+            the ``fixed`` and ``prior-white`` moves, Yu & Meng 2011; where ``fixed`` exists:
+            not for smooth kernels on the torus), or a
             Murray–Adams representation of the hyperparameter move
             (:func:`lattice_lgm.samplers.representations_for`).
         n_latent : int
-            Elliptical slice updates of the field (and coefficients) per sweep.
+            Elliptical slice updates of the field (and coefficients) per sweep (Gibbs only).
+        tune : int
+            Warm-up iterations in which an adaptive sweep (HMC) adapts; the run's ``tune``.
         **hyper
-            Passed to :class:`lattice_lgm.samplers.HyperMove`.
+            Passed to :class:`lattice_lgm.samplers.HyperMove` (or to ``JointHMC`` for
+            ``"hmc"``).
 
         Returns
         -------
-        lattice_lgm.samplers.Gibbs
+        lattice_lgm.samplers.Gibbs or lattice_lgm.samplers.JointHMC
         """
-        from ..samplers import EllipticalSlice, Gibbs, HyperMove
+        from ..samplers import EllipticalSlice, Gibbs, HyperMove, JointHMC
 
-        return Gibbs(HyperMove(self.model, representation, **hyper),
+        rep = self.default_method() if representation == "auto" else representation
+        if rep == "hmc":
+            return JointHMC(self.model, n_tune=tune, **hyper)
+        if rep == "asis":
+            # ancillarity–sufficiency interweaving (Yu & Meng 2011): θ | f (the sufficient,
+            # centred augmentation), then θ | ν with ν = W_θ⁻¹ f recomputed at the new θ (the
+            # ancillary, whitened one), then the field's updates
+            return Gibbs([HyperMove(self.model, "fixed", **hyper),
+                          HyperMove(self.model, "prior-white", **hyper)],
+                         EllipticalSlice(self.model), n_latent=n_latent)
+        return Gibbs(HyperMove(self.model, rep, **hyper),
                      EllipticalSlice(self.model), n_latent=n_latent)
 
     def init_state(self, rngs: list[np.random.Generator], chains: list[int] | None = None,
-                   spread: float = START_SPREAD):
-        """Chains started at :meth:`chain_starts` and an exact prior draw of the field.
+                   spread: float = START_SPREAD, theta: list[dict[str, float]] | None = None,
+                   warm: bool = True):
+        """Chains started at :meth:`chain_starts` with a field that fits the data.
+
+        With ``warm`` (default) each chain's field starts at the posterior mode at its own
+        starting θ, then elliptical slice updates at fixed θ until the log-likelihood settles
+        (:func:`lattice_lgm.samplers.warm_start`; its report is kept in
+        :attr:`last_warm_start`); without, at an exact prior draw.
+
+        Parameters
+        ----------
+        rngs : list of Generator, one per chain
+        chains : list of int, optional
+        spread : float
+            Overdispersion of the starting hyperparameters (:meth:`chain_starts`).
+        theta : list of dict, optional
+            Starting hyperparameters per chain instead of :meth:`chain_starts`.
+        warm : bool
 
         Returns
         -------
         lattice_lgm.samplers.LatentState
         """
-        from ..samplers import init_state
+        from ..samplers import init_state, warm_start
 
-        return init_state(self.model, rngs, chains=chains,
-                          theta=self.chain_starts(rngs, spread))
+        starts = self.chain_starts(rngs, spread) if theta is None else theta
+        if not warm:
+            self.last_warm_start = None
+            return init_state(self.model, rngs, chains=chains, theta=starts)
+        full = [dict(self.model.initial_theta(), **t) for t in starts]
+        state, report = warm_start(self.model, rngs, full, chains=chains)
+        self.last_warm_start = report
+        return state
+
+    #: the report of the last warm start (:meth:`init_state`)
+    last_warm_start: Any = None
 
     def coefficient_draws(self, state: Any) -> np.ndarray:
         """Every coefficient of a sampler state, in :attr:`coef_names` order.
@@ -640,6 +694,15 @@ class LGCP:
     def __repr__(self) -> str:
         return (f"LGCP({self.n_points} points, lattice {self.lattice.shape}, backend "
                 f"{self.backend!r})")
+
+
+#: the samplers beyond the Murray–Adams representations, and the backends each runs on
+METHODS = {"hmc": ("circulant",), "asis": ("circulant", "gmrf", "dense")}
+
+
+def default_method_for(backend: str) -> str:
+    """The default sampler of an LGCP on ``backend`` (see :meth:`LGCP.default_method`)."""
+    return "hmc" if backend == "circulant" else "prior-white"
 
 
 def _smoothness(backend: str, nu: Any, alpha: Any, ndim: int) -> tuple[float, int | None]:
