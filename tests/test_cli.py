@@ -204,7 +204,7 @@ def test_run_end_to_end(project, fake_runs, capsys):
     expected_config = load_config(project.path, ["sampling.draws=7"]).resolved
     assert kw == {
         "draws": 7, "tune": 0, "chains": CHAINS, "random_seed": SEED, "thin": 1,
-        "thin_fields": 1, "checkpoint_every": None, "representation": "prior-white",
+        "thin_fields": 1, "checkpoint_every": None, "representation": "hmc",
         "n_latent": 10, "thresholds": [1.5, 2.0], "discard_tuned_samples": True,
         "chains_per_task": 1, "store": str(project.dir / "run.zarr"),
         "max_disk_gb": None, "max_memory_gb": None, "config": expected_config,
