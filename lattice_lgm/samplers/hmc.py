@@ -66,6 +66,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numba
 import numpy as np
 
 from .._validation import positive_float, positive_int
@@ -220,6 +221,7 @@ class JointHMC:
             self._table = _SpectrumTable(self._bounds[cov[0], 1])
             self._table_index = cov[0]
         self._mass_cache: dict[int, tuple] = {}
+        self._scatter: dict[int, np.ndarray] = {}
         # the fixed effects' shear (module docstring): columns of Z for the intercept and the
         # hyperparameter coefficients (their u entries), then the block coefficients (b)
         self._obs_u = [k for k, n in enumerate(self.names) if n in model.obs_params]
@@ -405,10 +407,15 @@ class JointHMC:
         except (InvalidParameterError, ParameterOutOfBoundsError):
             return None  # a parameter no covariance can take (e.g. a range of 0): diverged
         s = model.beta_sd
-        sw = self._pow(sq, wk)                      # σ^w
-        s2 = self._pow(sq, 2.0 * (wk - 1.0))        # σ^{2(w−1)}
-        fx = sw * x
-        f = prior0.colorize_with(fx[None], np.ones_like(sq))
+        white = self.field == "white" or not np.any(wk != 1.0)
+        if white:  # w = 1: f = F⁻¹(σ x), no powers needed
+            sw = sq
+            f = prior0.colorize_with(x[None], sq)
+        else:
+            sw = self._pow(sq, wk)                  # σ^w
+            s2 = self._pow(sq, 2.0 * (wk - 1.0))    # σ^{2(w−1)}
+            fx = sw * x
+            f = prior0.colorize_with(fx[None], np.ones_like(sq))
         lik = model.likelihood
         idx = model.state_index
         f_obs = f.reshape(-1)[idx]
@@ -423,7 +430,7 @@ class JointHMC:
         flat_eta[lik.obs_index] = (model.base_obs(theta) + f_obs
                                    + (beta @ model.covariates_obs if model.n_beta else 0.0))
         g = lik.grad(eta).reshape(-1)[lik.obs_index]          # ∂log L/∂η at observed sites
-        if not np.all(np.isfinite(g)) or not np.all(np.isfinite(fx)):
+        if not np.all(np.isfinite(g)) or not np.all(np.isfinite(f_obs)):
             return None
         # ∂log p/∂c of the fixed effects at their physical values (hyperpriors by central
         # differences; the block coefficients' N(0, s²) exactly)
@@ -437,14 +444,30 @@ class JointHMC:
             g_field = g - self._proj.T @ h_c        # −∂U/∂f at the sites: (I − ZP)ᵀg − Pᵀ∇log p
         else:
             g_field = g
-        g_state = np.zeros((1, prior0.state_size))
+        g_state = self._scatter_buffer(prior0.state_size)   # zero off the observed sites
         g_state[0, idx] = g_field
         gk = prior0.spectrum(g_state.reshape(1, *prior0.state_shape))[0]
-        grad_x = s2 * x - sw * gk
         c = prior0.half_weights
-        # the bracket of ∂U/∂u, shared by every covariance parameter
-        common = c * ((wk - 1.0) * (s2 * (x.real ** 2 + x.imag ** 2) - 1.0)
-                      - wk * (np.conj(gk) * fx).real)
+        if white and len(dsq) <= 1:
+            # one fused pass: ∂U/∂x = x − σĝ and the sums Σ c σ Re(ĝ* x), Σ c ∂σ Re(ĝ* x)
+            k_cov = next(iter(dsq), -1)
+            grad_x, s_sd, s_cov = _white_pass(x, gk, sq, dsq[k_cov] if k_cov >= 0 else sq, c)
+            sums = {k_cov: -s_cov} if k_cov >= 0 else {}
+            sum_sd = -s_sd
+        elif white:
+            grad_x = x - sq * gk
+            re = c * (np.conj(gk) * x).real
+            sum_sd = -float(np.sum(sq * re))
+            sums = {k: -float(np.sum(d * re)) for k, d in dsq.items()}
+        else:
+            grad_x = s2 * x - sw * gk
+            # the bracket of ∂U/∂u, shared by every covariance parameter
+            common = c * ((wk - 1.0) * (s2 * (x.real ** 2 + x.imag ** 2) - 1.0)
+                          - wk * (np.conj(gk) * fx).real)
+            pos = sq > 0
+            sum_sd = float(np.sum(common[pos]))
+            sums = {k: float(np.sum(common * np.where(pos, d / np.where(pos, sq, 1.0), 0.0)))
+                    for k, d in dsq.items()}
         grad_u = np.empty(len(self.names))
         for k, (n, h) in enumerate(zip(self.names, self._hp, strict=True)):
             dlh = dlh_all[k]
@@ -453,15 +476,23 @@ class JointHMC:
             elif n in model.obs_params:  # beta_<name>: η += value · x
                 du = -float(g @ model.hyper_covariate(n))
             elif n == "sd" and h.transform == "log":
-                du = float(np.sum(common[sq > 0]))           # ℓ′ = 1: σ ∝ sd
+                du = sum_sd                                   # ℓ′ = 1: σ ∝ sd
             else:
-                pos = sq > 0
-                lp = np.where(pos, dsq[k] / np.where(pos, sq, 1.0), 0.0)
-                du = float(np.sum(common * lp))
+                du = sums[k]
             grad_u[k] = du - dlh
         grad_b = b - s * (model.covariates_obs @ g) if model.n_beta else np.zeros(0)
         del u_eff
         return np.concatenate([grad_u, grad_b]), grad_x, n_cov
+
+    def _scatter_buffer(self, size: int) -> np.ndarray:
+        """A (1, size) zero buffer reused across gradients.
+
+        Only the observed sites are written, always the same ones, so the rest stays 0.
+        """
+        buf = self._scatter.get(size)
+        if buf is None:
+            buf = self._scatter[size] = np.zeros((1, size))
+        return buf
 
     def _dlogprior(self, k: int, u: np.ndarray) -> float:
         """``∂log p_h/∂u_k`` by a central difference of the scalar log density (Jacobian in)."""
@@ -805,3 +836,18 @@ class _SpectrumTable:
         a0, a1 = self._node(j, prior), self._node(j + 1, prior)
         slope = (a1 - a0) * (1.0 / self.STEP)
         return a0 + t * (a1 - a0), slope
+
+
+@numba.njit(cache=True)
+def _white_pass(x, gk, sq, dsq, c):  # pragma: no cover - compiled
+    """``(x − σĝ, Σ c σ Re(ĝ* x), Σ c ∂σ Re(ĝ* x))`` over the half-spectrum, in index order."""
+    xf, gf, sf, df, cf = x.ravel(), gk.ravel(), sq.ravel(), dsq.ravel(), c.ravel()
+    out = np.empty_like(xf)
+    s1 = 0.0
+    s2 = 0.0
+    for i in range(xf.size):
+        re = gf[i].real * xf[i].real + gf[i].imag * xf[i].imag
+        out[i] = xf[i] - sf[i] * gf[i]
+        s1 += cf[i] * sf[i] * re
+        s2 += cf[i] * df[i] * re
+    return out.reshape(x.shape), s1, s2

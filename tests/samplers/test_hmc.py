@@ -44,29 +44,37 @@ def _fixed_extras(mv: JointHMC, n: int, pbar: float, u_star: np.ndarray) -> dict
 
 
 # -- gradients and the integrator ---------------------------------------------------------------
-def _setup(table: bool):
+def _setup(table: bool, field: str = "pncp"):
     model = poisson_model("circulant")
     st, _ = warm_start(model, chain_rngs(0, 1), [{"sd": 1.2, "range": 4.0, "mean": 0.2}])
-    mv = JointHMC(model, n_tune=50)
+    mv = JointHMC(model, n_tune=50, field=field)
     if not table:
         mv._table = None
     ex = mv.init_extras(1)
     u0 = mv._u_of(st.theta_of(0))
     mv._set_field_mass(0, ex, st, u0)
+    ex[PREFIX + "centred"][:] = 1
     th0, pr0 = st.theta_of(0), st.priors[0]
     wk, m = mv._field_params(0, ex, th0, pr0)
     x0 = mv._pow(np.sqrt(pr0.eigenvalues), 1 - wk) * st.white[0]
     b0 = st.beta[0] / model.beta_sd
+    # the effective fixed effects (the shear) of this state
+    u0, b0 = mv._effective(u0, b0, st.f[0].reshape(-1)[model.state_index])
     return model, mv, st, u0, b0, x0, th0, pr0, wk, m
 
 
+@pytest.mark.parametrize("field", ["white", "pncp"])
 @pytest.mark.parametrize("table", [False, True], ids=["exact-spectra", "spectrum-table"])
-def test_gradient_matches_finite_differences(table):
+def test_gradient_matches_finite_differences(table, field):
     """∇U in (log sd, log range, mean, β) and along a random field direction, against central
     differences of the exact U (relative 1e-6 with exact spectra; 2e-3 with the table, whose
-    √λ is linear between nodes 1 % of the range apart)."""
-    _model, mv, _st, u0, b0, x0, th0, pr0, wk, _ = _setup(table)
-    assert 0.0 < wk.min() < 0.5 and wk.max() == 1.0  # a genuinely partial non-centring
+    √λ is linear between nodes 1 % of the range apart), with the fixed effects' shear, for the
+    whitened field and the partially non-centred one."""
+    _model, mv, _st, u0, b0, x0, th0, pr0, wk, _ = _setup(table, field)
+    if field == "pncp":
+        assert 0.0 < wk.min() < 0.5 and wk.max() == 1.0  # a genuinely partial non-centring
+    else:
+        assert np.all(wk == 1.0)
     gh, gx, _ = mv._gradient(u0, b0, x0, th0, pr0, wk)
     tol = 2e-3 if table else 1e-6
     h = 1e-5
@@ -132,7 +140,7 @@ def _posterior_run(seed: int, pbar: float = 0.6, n_iter: int = 3):
     f = np.concatenate([conditional_draws(model, dict(t, mean=0.0), rng, 1) for t in thetas])
     rngs = chain_rngs(seed, N_CHAINS)
     state = state_from_fields(model, f, thetas, rngs)
-    mv = JointHMC(model, n_tune=0, step_size=0.15, trajectory=1.0)
+    mv = JointHMC(model, n_tune=0, step_size=0.15, trajectory=1.0, field="pncp")
     u_star = np.array([math.log(1.0), math.log(3.0)])
     state = state._replace(extras=_fixed_extras(mv, N_CHAINS, pbar, u_star))
     acc = 0
