@@ -37,9 +37,12 @@ $(INSTALLED): pyproject.toml $(SYSDEPS)
 	@touch $@
 
 # the demo writes demo_output/bei.zarr and demo_output/bei_maps; a previous demo run is replaced
+# two Dask worker processes (two chains each), one thread per pool in each: FFTW, Numba and
+# OpenBLAS each starting a pool per core made the chains 3-40x slower (docs/architecture.md)
 demo: setup
 	rm -rf demo_output/bei.zarr demo_output/bei_maps
-	$(VENV)/bin/lattice-lgm run examples/bei_demo.toml
+	LATTICE_LGM_FFT_THREADS=1 NUMBA_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 \
+	  $(VENV)/bin/lattice-lgm run examples/bei_demo.toml --workers 2
 
 test: setup
 	$(PY) -m pytest -m "not slow" -q

@@ -39,10 +39,13 @@ class LGCPView:
     #: what the last :meth:`init_state` did (the warm start's report), or None
     last_start_report: Any = None
 
-    def init_state(self, rngs, chains, initvals=None):
-        """Overdispersed starts (or ``initvals``), the field warm-started from the data."""
+    def init_state(self, rngs, chains, initvals=None, warm: bool = True):
+        """Overdispersed starts (or ``initvals``), the field warm-started from the data.
+
+        ``warm=False`` draws the field from the prior (for a store's layout only).
+        """
         theta = None if initvals is None else [dict(t) for t in initvals]
-        state = self.model.init_state(rngs, chains=chains, theta=theta)
+        state = self.model.init_state(rngs, chains=chains, theta=theta, warm=warm)
         self.last_start_report = self.model.last_warm_start
         return state
 
@@ -129,7 +132,7 @@ class LatentView:
         self._observed = mask.reshape(shape)
         self._window = lgm.prior.window_index()
 
-    def init_state(self, rngs, chains, initvals=None):
+    def init_state(self, rngs, chains, initvals=None, warm: bool = True):
         """An exact prior draw at the model's initial hyperparameters (or ``initvals``)."""
         from .samplers import init_state
 
