@@ -57,6 +57,7 @@ bench: setup
 	$(PY) benchmarks/perf/priors.py
 	$(PY) benchmarks/perf/sampling.py
 	$(PY) benchmarks/perf/dense.py
+	$(PY) benchmarks/perf/mixing_lgcp.py
 
 lint: setup
 	$(VENV)/bin/ruff check lattice_lgm tests benchmarks
