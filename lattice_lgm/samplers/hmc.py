@@ -278,29 +278,24 @@ class JointHMC:
         """``P f``: the field's least-squares projection on the fixed effects' columns."""
         return self._proj @ f_obs
 
-    def _physical(self, u: np.ndarray, b: np.ndarray, f_obs: np.ndarray):
-        """Effective ``(u, b)`` → physical: ``c = c_eff − P f`` (identity without the shear)."""
-        if self._proj is None:
-            return u, b
-        d = self._shift(f_obs)
-        u2, b2 = u.copy(), b.copy()
-        n = len(self._obs_u)
-        u2[self._obs_u] -= d[:n]
-        if len(b):
-            b2 -= d[n:] / self.model.beta_sd
-        return u2, b2
+    def _physical(self, u: np.ndarray, b: np.ndarray, f_obs: np.ndarray, sign: float = -1.0):
+        """Effective ``(u, b)`` → physical, ``c = c_eff − P f`` (``sign=+1``: the inverse).
 
-    def _effective(self, u: np.ndarray, b: np.ndarray, f_obs: np.ndarray):
-        """The inverse of :meth:`_physical`."""
+        The identity without the shear.
+        """
         if self._proj is None:
             return u, b
-        d = self._shift(f_obs)
+        d = sign * self._shift(f_obs)
         u2, b2 = u.copy(), b.copy()
         n = len(self._obs_u)
         u2[self._obs_u] += d[:n]
         if len(b):
             b2 += d[n:] / self.model.beta_sd
         return u2, b2
+
+    def _effective(self, u: np.ndarray, b: np.ndarray, f_obs: np.ndarray):
+        """Physical ``(u, b)`` → effective (the inverse of :meth:`_physical`)."""
+        return self._physical(u, b, f_obs, sign=1.0)
 
     def _in_support(self, u: np.ndarray) -> bool:
         return bool(np.all(u >= self._bounds[:, 0]) and np.all(u <= self._bounds[:, 1]))

@@ -57,6 +57,24 @@ def gaussian_model(backend: str, y: np.ndarray, noise_sd: float, names=("sd", "r
                                hyperpriors=hyperpriors(names), mean=mean)
 
 
+def prior_start(backend: str, y: np.ndarray, n: int, seed: int, stream_seed: int):
+    """A model whose likelihood is flat (noise sd 1e4: the posterior is the prior to ~1e-8)
+    and ``n`` chains started at exact prior draws of (sd, range, f); (model, state, rngs)."""
+    from lattice_lgm.samplers import chain_rngs, state_from_fields
+
+    prior = make_prior(backend)
+    model = LatentGaussianModel(prior, Gaussian(y, noise_sd=1e4),
+                                hyperpriors={"sd": LogNormal(0.0, 0.5),
+                                             "range": LogNormal(np.log(3.0), 0.3, upper=8.0)})
+    rng = np.random.default_rng(seed)
+    hp = model.hyperpriors
+    sds, ranges = hp["sd"].sample(rng, n), hp["range"].sample(rng, n)
+    thetas = [{"sd": float(s), "range": float(r)} for s, r in zip(sds, ranges, strict=True)]
+    f = np.concatenate([model.prior_for(t, prior).sample_state(rng, 1) for t in thetas])
+    rngs = chain_rngs(stream_seed, n)
+    return model, state_from_fields(model, f, thetas, rngs), rngs
+
+
 def needs_cholmod(backend: str, representation: str) -> bool:
     """GMRF surrogates with site-specific precisions factor Q + Π with CHOLMOD."""
     return backend == "gmrf" and representation.startswith(("surr-", "post-"))
@@ -158,4 +176,4 @@ class Grid2D:
 
 __all__ = ["BACKENDS", "HAS_CHOLMOD", "Grid2D", "PCPriorRange", "cases", "conditional_draws",
            "gaussian_model", "hyperpriors", "log_marginal", "make_prior", "needs_cholmod",
-           "state_cov"]
+           "prior_start", "state_cov"]

@@ -18,13 +18,11 @@ import pytest
 from scipy import stats
 
 from lattice_lgm.errors import InvalidParameterError
-from lattice_lgm.hyperpriors import Hyperprior, LogNormal
-from lattice_lgm.likelihoods import Gaussian
-from lattice_lgm.models import LatentGaussianModel
+from lattice_lgm.hyperpriors import Hyperprior
 from lattice_lgm.samplers import JointHMC, chain_rngs, state_from_fields, warm_start
 from lattice_lgm.samplers.hmc import PREFIX, adaptation_windows
 
-from .cases import Grid2D, conditional_draws, gaussian_model, make_prior
+from .cases import Grid2D, conditional_draws, gaussian_model, prior_start
 from .test_warmstart import poisson_model
 
 ALPHA = 1e-4
@@ -189,17 +187,8 @@ def test_missing_non_centring_jacobian_is_detected(monkeypatch):
 @pytest.mark.statistical
 def test_prior_invariance_with_a_flat_likelihood():
     """With noise sd 1e4 the posterior is the prior: θ stays distributed as its hyperprior."""
-    prior = make_prior("circulant")
-    model = LatentGaussianModel(prior, Gaussian(_DATA, noise_sd=1e4),
-                                hyperpriors={"sd": LogNormal(0.0, 0.5),
-                                             "range": LogNormal(np.log(3.0), 0.3, upper=8.0)})
-    rng = np.random.default_rng(41)
+    model, state, rngs = prior_start("circulant", _DATA, N_CHAINS, seed=41, stream_seed=42)
     hp = model.hyperpriors
-    sds, ranges = hp["sd"].sample(rng, N_CHAINS), hp["range"].sample(rng, N_CHAINS)
-    thetas = [{"sd": float(s), "range": float(r)} for s, r in zip(sds, ranges, strict=True)]
-    f = np.concatenate([model.prior_for(t, prior).sample_state(rng, 1) for t in thetas])
-    rngs = chain_rngs(42, N_CHAINS)
-    state = state_from_fields(model, f, thetas, rngs)
     mv = JointHMC(model, n_tune=0, step_size=0.2, trajectory=1.0, inv_mass=0.3)
     for _ in range(3):
         state, _ = mv.step(state, rngs)

@@ -45,6 +45,7 @@ from .cases import (
     gaussian_model,
     make_prior,
     needs_cholmod,
+    prior_start,
     state_cov,
 )
 
@@ -167,24 +168,14 @@ def test_prior_invariance(backend, rep):
     """With noise sd 1e4 the posterior is the prior to ~1e-8; started at exact prior draws,
     θ stays distributed as its hyperprior and whiten(f) stays N(0, I) (χ² of its norm)."""
     _skip_if_no_cholmod(backend, rep)
-    prior = make_prior(backend)
-    model = LatentGaussianModel(prior, Gaussian(_DATA, noise_sd=1e4),
-                                hyperpriors={"sd": LogNormal(0.0, 0.5),
-                                             "range": LogNormal(np.log(3.0), 0.3, upper=8.0)})
-    rng = np.random.default_rng(21)
-    n = N_CHAINS
-    hp = model.hyperpriors
-    sds, ranges = hp["sd"].sample(rng, n), hp["range"].sample(rng, n)
-    thetas = [{"sd": float(s), "range": float(r)} for s, r in zip(sds, ranges, strict=True)]
-    f = np.concatenate([model.prior_for(t, prior).sample_state(rng, 1) for t in thetas])
-    rngs = chain_rngs(22, n)
-    state = state_from_fields(model, f, thetas, rngs)
+    model, state, rngs = prior_start(backend, _DATA, N_CHAINS, seed=21, stream_seed=22)
+    prior = model.prior
     sweep = Gibbs(HyperMove(model, rep), EllipticalSlice(model), n_latent=1)
     for _ in range(2):
         state, _ = sweep.step(state, rngs)
     p_sd = stats.kstest(state.theta["sd"], model.hyperpriors["sd"].cdf).pvalue
     p_r = stats.kstest(state.theta["range"], model.hyperpriors["range"].cdf).pvalue
-    chi = [float(np.sum(state.priors[c].whiten(state.f[c:c + 1]) ** 2)) for c in range(n)]
+    chi = [float(np.sum(state.priors[c].whiten(state.f[c:c + 1]) ** 2)) for c in range(N_CHAINS)]
     p_chi = stats.kstest(chi, stats.chi2(prior.state_size).cdf).pvalue
     assert min(p_sd, p_r, p_chi) > ALPHA, (p_sd, p_r, p_chi)
 
