@@ -94,6 +94,10 @@ class _Plan:
             # the measured default per backend (issue 25, benchmarks/perf/mixing_lgcp.py)
             representation = self.view.default_representation()
         self.representation, self.n_latent = representation, int(n_latent)
+        if step is None:
+            # build the default sweep once now, so that its settings are checked (e.g. a tune
+            # too short for HMC's adaptation) before the warm start and any store write
+            self.view.default_sweep(representation, self.n_latent, self.tune)
         self.discard = bool(discard_tuned_samples)
         ids = list(range(self.chains)) if chain_ids is None else [int(c) for c in chain_ids]
         if not ids or len(set(ids)) != len(ids) or min(ids) < 0 or max(ids) >= self.chains:

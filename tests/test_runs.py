@@ -254,6 +254,13 @@ def test_hmc_resume_in_warm_up_and_after_is_byte_identical(model, tmp_path, monk
         _assert_same_store(ref, p)
 
 
+def test_a_tune_too_short_for_hmc_is_refused_before_any_work(model, tmp_path):
+    p = tmp_path / "short.zarr"
+    with pytest.raises(InvalidParameterError, match="too short for HMC"):
+        sample(model, store=p, **dict(RUN, representation="auto", tune=5))
+    assert not p.exists()
+
+
 def test_corrupt_newest_checkpoint_falls_back_to_the_previous(model, reference, tmp_path,
                                                               monkeypatch):
     p = tmp_path / "c.zarr"
