@@ -35,8 +35,8 @@ and range) are rebuilt from those files at the end.
 
 Usage::
 
-    python benchmarks/perf/mixing_lgcp.py --problems bei20 --methods hmc prior-white \\
-        --iterations 600 --budget 900
+    python benchmarks/perf/mixing_lgcp.py --problems bei20 --methods hmc prior-white
+    python benchmarks/perf/mixing_lgcp.py --problems bei10 --methods hmc --iterations 700
     python benchmarks/perf/mixing_lgcp.py --report      # rebuild the summary from the runs
     python benchmarks/perf/mixing_lgcp.py --quick       # tiny smoke run (a test runs it)
 """
