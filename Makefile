@@ -37,12 +37,13 @@ $(INSTALLED): pyproject.toml $(SYSDEPS)
 	@touch $@
 
 # the demo writes demo_output/bei.zarr and demo_output/bei_maps; a previous demo run is replaced
-# two Dask worker processes (two chains each), one thread per pool in each: FFTW, Numba and
-# OpenBLAS each starting a pool per core made the chains 3-40x slower (docs/architecture.md)
+# one thread per pool: FFTW, Numba and OpenBLAS each starting a pool per core made the chains
+# 3-40x slower (docs/architecture.md). In-process, not on Dask workers: two local Dask workers
+# of two chains took 19.8 min for this run, 17 min of it system time (docs/convergence.md)
 demo: setup
 	rm -rf demo_output/bei.zarr demo_output/bei_maps
 	LATTICE_LGM_FFT_THREADS=1 NUMBA_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 \
-	  $(VENV)/bin/lattice-lgm run examples/bei_demo.toml --workers 2
+	  $(VENV)/bin/lattice-lgm run examples/bei_demo.toml
 
 test: setup
 	$(PY) -m pytest -m "not slow" -q
