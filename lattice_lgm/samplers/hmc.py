@@ -414,7 +414,6 @@ class JointHMC:
         lik = model.likelihood
         idx = model.state_index
         f_obs = f.reshape(-1)[idx]
-        u_eff = u
         u, b = self._physical(u, b, f_obs)          # physical intercept and coefficients
         if not self._in_support(u):
             return None
@@ -476,7 +475,6 @@ class JointHMC:
                 du = sums[k]
             grad_u[k] = du - dlh
         grad_b = b - s * (model.covariates_obs @ g) if model.n_beta else np.zeros(0)
-        del u_eff
         return np.concatenate([grad_u, grad_b]), grad_x, n_cov
 
     def _scatter_buffer(self, size: int) -> np.ndarray:
@@ -538,18 +536,18 @@ class JointHMC:
         self._mass_cache[c] = (key, wk, m)
         return wk, m
 
-    def _set_field_mass(self, c: int, ex: dict[str, np.ndarray], state: LatentState,
+    def _set_field_mass(self, c: int, ex: dict[str, np.ndarray], theta: dict[str, float],
+                        f: np.ndarray, beta: np.ndarray, state_size: int,
                         u: np.ndarray) -> None:
-        """``p̄`` (mean site curvature over the torus) and ``θ*`` from chain ``c``'s state."""
+        """``p̄`` (mean site curvature over the torus) and ``θ*`` from one chain's field."""
         model = self.model
         lik = model.likelihood
-        theta = state.theta_of(c)
         eta = np.zeros((1, *lik.shape))
         eta.reshape(-1)[lik.obs_index] = (
-            model.base_obs(theta) + state.f[c].reshape(-1)[model.state_index]
-            + (state.beta[c] @ model.covariates_obs if model.n_beta else 0.0))
+            model.base_obs(theta) + f.reshape(-1)[model.state_index]
+            + (beta @ model.covariates_obs if model.n_beta else 0.0))
         d = -lik.hess_diag(eta).reshape(-1)[lik.obs_index]
-        ex[PREFIX + "mass_p"][c] = max(float(np.sum(d)) / state.priors[c].state_size, 0.0)
+        ex[PREFIX + "mass_p"][c] = max(float(np.sum(d)) / state_size, 0.0)
         ex[PREFIX + "mass_u"][c] = u
         ex[PREFIX + "centred"][c] = int(ex[PREFIX + "iter"][c] > 0)
 
@@ -566,7 +564,8 @@ class JointHMC:
         if int(ex[PREFIX + "iter"][c]) == 0 and self.n_tune > 0:
             # the field's mass and non-centring start from the warm state; without warm-up
             # they stay as given (a state-dependent map would not leave the target invariant)
-            self._set_field_mass(c, ex, state, u0)
+            self._set_field_mass(c, ex, theta0, state.f[c], state.beta[c],
+                                 prior0.state_size, u0)
         inv_m = ex[PREFIX + "inv_mass"][c]
         wk, m_z = self._field_params(c, ex, theta0, prior0)
         w = prior0.half_weights
@@ -626,22 +625,16 @@ class JointHMC:
         window_end = self._adapt(c, ex, accept_prob, x_new)
         if not accept:
             if window_end:
-                self._set_field_mass(c, ex, state, u0)
+                self._set_field_mass(c, ex, theta0, state.f[c], state.beta[c],
+                                     prior0.state_size, u0)
             return None, info
         out = {"theta": new["theta"], "prior": new["prior"], "f": new["f"][0],
                "white": new["zeta"],
                "beta": new["beta"], "loglik": new["loglik"]}
         if window_end:
-            one = LatentState(stack_theta([out["theta"]]), (out["prior"],), new["f"],
-                              new["zeta"][None], out["beta"][None], np.array([out["loglik"]]), (0,))
-            self._set_field_mass_from(c, ex, one, u)
+            self._set_field_mass(c, ex, out["theta"], out["f"], out["beta"],
+                                 prior0.state_size, u)
         return out, info
-
-    def _set_field_mass_from(self, c, ex, one: LatentState, u) -> None:
-        tmp = {k: v[c:c + 1].copy() for k, v in ex.items()}
-        self._set_field_mass(0, tmp, one, u)
-        for k in ("mass_p", "mass_u", "centred"):
-            ex[PREFIX + k][c] = tmp[PREFIX + k][0]
 
     def _initial_step(self, c, ex, u0, b0, z0, rho_h, rho_z, grad0, inv_m, m_z, wk, theta0,
                       prior0, h0, kinetic) -> tuple[int, int]:

@@ -50,7 +50,7 @@ def _setup(table: bool, field: str = "pncp"):
         mv._table = None
     ex = mv.init_extras(1)
     u0 = mv._u_of(st.theta_of(0))
-    mv._set_field_mass(0, ex, st, u0)
+    mv._set_field_mass(0, ex, st.theta_of(0), st.f[0], st.beta[0], st.priors[0].state_size, u0)
     ex[PREFIX + "centred"][:] = 1
     th0, pr0 = st.theta_of(0), st.priors[0]
     wk, m = mv._field_params(0, ex, th0, pr0)
