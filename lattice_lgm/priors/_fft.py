@@ -29,7 +29,8 @@ import pyfftw
 
 from ..errors import InvalidParameterError
 
-__all__ = ["PLANNER_EFFORTS", "RealFFTPlans", "export_wisdom", "import_wisdom"]
+__all__ = ["PLANNER_EFFORTS", "RealFFTPlans", "SplitRealFFT", "WindowRealFFT", "export_wisdom",
+           "import_wisdom"]
 
 PLANNER_EFFORTS = ("FFTW_ESTIMATE", "FFTW_MEASURE", "FFTW_PATIENT", "FFTW_EXHAUSTIVE")
 DEFAULT_PLANNER = "FFTW_ESTIMATE"
@@ -56,6 +57,11 @@ def default_threads(size: int | None = None) -> int:
         return int(env)
     if size is not None and size < SMALL_FFT:
         return 1
+    return available_cores()
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity), at least 1."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - non-Linux
@@ -234,3 +240,143 @@ class RealFFTPlans:
         """Last-axis indices of the half-spectrum whose bins pair up within the half-spectrum."""
         m = self.torus_shape[-1]
         return (0, m // 2) if m % 2 == 0 and m > 1 else (0,)
+
+
+class SplitRealFFT:
+    """A forward and a backward real FFT of one torus shape with four separate buffers.
+
+    Unlike :class:`RealFFTPlans` (whose two plans share their real buffer), the forward
+    plan's input is never written by the backward transform, so a caller can keep it zero
+    off a fixed set of cells and write only those cells per call (HMC's gradient scatters
+    the likelihood's derivative onto the observed sites of a much larger torus).  Plans are
+    made once per instance under the planner lock; an instance belongs to one thread.
+
+    Parameters
+    ----------
+    torus_shape : tuple of int
+    planner_effort : str
+        One of :data:`PLANNER_EFFORTS`.
+    threads : int
+        FFTW threads of both plans.
+
+    Attributes
+    ----------
+    fwd_in : ndarray, float64, torus_shape
+        Input of :meth:`forward` (preserved by it; zero-initialised).
+    fwd_out : ndarray, complex128, half_shape
+    bwd_in : ndarray, complex128, half_shape
+        Input of :meth:`backward` (destroyed by it).
+    bwd_out : ndarray, float64, torus_shape
+    """
+
+    def __init__(self, torus_shape: tuple[int, ...], planner_effort: str = DEFAULT_PLANNER,
+                 threads: int = 1) -> None:
+        if planner_effort not in PLANNER_EFFORTS:
+            raise InvalidParameterError(
+                f"planner_effort={planner_effort!r} is not one of {PLANNER_EFFORTS}.")
+        shape = tuple(int(m) for m in torus_shape)
+        half = (*shape[:-1], shape[-1] // 2 + 1)
+        axes = tuple(range(len(shape)))
+        self.fwd_in = pyfftw.empty_aligned(shape, dtype=np.float64)
+        self.fwd_out = pyfftw.empty_aligned(half, dtype=np.complex128)
+        self.bwd_in = pyfftw.empty_aligned(half, dtype=np.complex128)
+        self.bwd_out = pyfftw.empty_aligned(shape, dtype=np.float64)
+        with _PLAN_LOCK:  # MEASURE overwrites the buffers: plan before any data goes in
+            self._fwd = pyfftw.FFTW(self.fwd_in, self.fwd_out, axes=axes,
+                                    direction="FFTW_FORWARD", flags=(planner_effort,),
+                                    threads=int(threads))
+            self._bwd = pyfftw.FFTW(self.bwd_in, self.bwd_out, axes=axes,
+                                    direction="FFTW_BACKWARD",
+                                    flags=(planner_effort, "FFTW_DESTROY_INPUT"),
+                                    threads=int(threads))
+        self.fwd_in[...] = 0.0
+        self.size = int(np.prod(shape))
+
+    def forward(self) -> np.ndarray:
+        """Unnormalised r2c of :attr:`fwd_in` into :attr:`fwd_out` (returned, owned here)."""
+        self._fwd.execute()
+        return self.fwd_out
+
+    def backward(self) -> np.ndarray:
+        """Unnormalised c2r of :attr:`bwd_in` into :attr:`bwd_out` (returned, owned here)."""
+        self._bwd.execute()
+        return self.bwd_out
+
+
+class WindowRealFFT:
+    """Real FFTs of torus fields that live on the window's first ``n0`` slices along axis 0.
+
+    The transforms of :class:`SplitRealFFT` pruned to the window (a sparse-input forward and
+    a partial-output backward): the forward input is zero beyond slice ``n0`` of axis 0, so
+    the real transform over the other axes runs on those ``n0`` slices only, followed by a
+    complex transform along axis 0 (zero-padded); the backward transform runs the complex
+    transform along axis 0 in full and the real one over the other axes for the first ``n0``
+    slices only.  On bei at 5 m (window 100 of a 480 × 432 torus) a transform costs 0.54 ms
+    instead of 1.31 ms.  The numbers equal the full transforms' to round-off (not bitwise).
+    Needs at least two axes.
+
+    Parameters
+    ----------
+    torus_shape : tuple of int
+    n0 : int
+        The window's extent along axis 0 (1 ≤ n0 ≤ torus_shape[0]).
+    planner_effort : str
+    threads : int
+
+    Attributes
+    ----------
+    fwd_in : ndarray, float64, (n0, *torus_shape[1:])
+        Input of :meth:`forward` (preserved by it; zero-initialised).
+    fwd_out : ndarray, complex128, half_shape
+    bwd_in : ndarray, complex128, half_shape
+        Input of :meth:`backward` (preserved by it).
+    bwd_out : ndarray, float64, (n0, *torus_shape[1:])
+    """
+
+    def __init__(self, torus_shape: tuple[int, ...], n0: int,
+                 planner_effort: str = DEFAULT_PLANNER, threads: int = 1) -> None:
+        shape = tuple(int(m) for m in torus_shape)
+        if len(shape) < 2 or not 1 <= int(n0) <= shape[0]:
+            raise InvalidParameterError(
+                f"WindowRealFFT needs >= 2 axes and 1 <= n0 <= {shape[0]}; got torus {shape}, "
+                f"n0={n0}.")
+        if planner_effort not in PLANNER_EFFORTS:
+            raise InvalidParameterError(
+                f"planner_effort={planner_effort!r} is not one of {PLANNER_EFFORTS}.")
+        n0 = int(n0)
+        half = (*shape[:-1], shape[-1] // 2 + 1)
+        slab = (n0, *shape[1:])
+        rest = tuple(range(1, len(shape)))
+        self.fwd_in = pyfftw.empty_aligned(slab, dtype=np.float64)
+        self._mid_f = pyfftw.empty_aligned(half, dtype=np.complex128)
+        self.fwd_out = pyfftw.empty_aligned(half, dtype=np.complex128)
+        self.bwd_in = pyfftw.empty_aligned(half, dtype=np.complex128)
+        self._mid_b = pyfftw.empty_aligned(half, dtype=np.complex128)
+        self.bwd_out = pyfftw.empty_aligned(slab, dtype=np.float64)
+        flags = (planner_effort,)
+        with _PLAN_LOCK:  # MEASURE overwrites the buffers: plan before any data goes in
+            self._f_rest = pyfftw.FFTW(self.fwd_in, self._mid_f[:n0], axes=rest,
+                                       direction="FFTW_FORWARD", flags=flags, threads=threads)
+            self._f_0 = pyfftw.FFTW(self._mid_f, self.fwd_out, axes=(0,),
+                                    direction="FFTW_FORWARD", flags=flags, threads=threads)
+            self._b_0 = pyfftw.FFTW(self.bwd_in, self._mid_b, axes=(0,),
+                                    direction="FFTW_BACKWARD", flags=flags, threads=threads)
+            self._b_rest = pyfftw.FFTW(self._mid_b[:n0], self.bwd_out, axes=rest,
+                                       direction="FFTW_BACKWARD",
+                                       flags=(*flags, "FFTW_DESTROY_INPUT"), threads=threads)
+        self.fwd_in[...] = 0.0
+        self._mid_f[...] = 0.0     # slices ≥ n0 stay zero: only _f_rest writes, below n0
+        self.size = int(np.prod(shape))
+        self.n0 = n0
+
+    def forward(self) -> np.ndarray:
+        """Unnormalised r2c of the torus field whose first ``n0`` slices are :attr:`fwd_in`."""
+        self._f_rest.execute()
+        self._f_0.execute()
+        return self.fwd_out
+
+    def backward(self) -> np.ndarray:
+        """The first ``n0`` slices of the unnormalised c2r of :attr:`bwd_in`."""
+        self._b_0.execute()
+        self._b_rest.execute()
+        return self.bwd_out

@@ -57,7 +57,7 @@ from ..errors import (
     ShapeMismatchError,
 )
 from ..lattice import Lattice
-from ._fft import DEFAULT_PLANNER, RealFFTPlans
+from ._fft import DEFAULT_PLANNER, RealFFTPlans, SplitRealFFT, WindowRealFFT
 from .base import LOG_2PI, GaussianPrior, SurrogateConditional, _n_chains, as_rng
 
 __all__ = ["CirculantPrior", "embedding_spectrum", "torus_lags"]
@@ -375,13 +375,13 @@ class CirculantPrior(GaussianPrior):
         return self._get("rank")
 
     def _colorize(self, z: np.ndarray) -> np.ndarray:
-        return self._plans.filter(z, self._get("m_sqrt"))
+        return self._fft().filter(z, self._get("m_sqrt"))
 
     def _whiten(self, x: np.ndarray) -> np.ndarray:
-        return self._plans.filter(x, self._get("m_inv_sqrt"))
+        return self._fft().filter(x, self._get("m_inv_sqrt"))
 
     def _solve(self, b: np.ndarray) -> np.ndarray:
-        return self._plans.filter(b, self._get("m_inv"))
+        return self._fft().filter(b, self._get("m_inv"))
 
     def _log_det(self) -> float:
         return self._get("logdet")
@@ -392,7 +392,7 @@ class CirculantPrior(GaussianPrior):
         return p.reshape(len(p), -1).sum(axis=1) / self._plans.size
 
     def _quad_form(self, x: np.ndarray) -> np.ndarray:
-        return self._spectral_sum(self._plans.forward(x), self._get("inv"))
+        return self._spectral_sum(self._fft().forward(x), self._get("inv"))
 
     def _to_window(self, x: np.ndarray) -> np.ndarray:
         return x[(slice(None), *(slice(0, n) for n in self.shape))].copy()
@@ -419,7 +419,7 @@ class CirculantPrior(GaussianPrior):
         window: bool,
     ) -> np.ndarray:
         """Run ``fill(u, i)`` (normals for chain i into ``u``), then one c2r, per chain."""
-        plans = self._plans
+        plans = self._fft()
         cplx = plans.complex_buffer
         u = cplx.view(np.float64)
         out = np.empty((n, *(self.shape if window else self.state_shape)))
@@ -515,7 +515,7 @@ class CirculantPrior(GaussianPrior):
         -------
         ndarray, shape (n_chains, *state_shape)
         """
-        plans = self._own_thread_plans() if own_thread else self._plans
+        plans = self._own_thread_plans() if own_thread else self._fft()
         return plans.backward(zeta, self._get("color_mult"), out=out)
 
     def colorize_with(self, zeta: np.ndarray, sqrt_eigenvalues: np.ndarray) -> np.ndarray:
@@ -533,7 +533,63 @@ class CirculantPrior(GaussianPrior):
         -------
         ndarray, shape (n_chains, *state_shape)
         """
-        return self._plans.backward(zeta, sqrt_eigenvalues / math.sqrt(self._plans.size))
+        return self._fft().backward(zeta, sqrt_eigenvalues / math.sqrt(self._plans.size))
+
+    def colorize_into(self, zeta: np.ndarray, fft: SplitRealFFT) -> np.ndarray:
+        """One torus field ``irfftn(√λ · √M ζ)`` through a caller's :class:`SplitRealFFT`.
+
+        The same numbers as :meth:`colorize_spectrum` for one chain, without its copies:
+        for a caller that owns a workspace per thread (HMC runs chains in threads).
+
+        Parameters
+        ----------
+        zeta : ndarray of complex, shape half_shape
+        fft : SplitRealFFT
+            A workspace of this torus (``embedding_shape``), owned by the calling thread.
+
+        Returns
+        -------
+        ndarray, shape state_shape
+            ``fft.bwd_out``: overwritten by the workspace's next backward transform.
+        """
+        np.multiply(zeta, self._get("color_mult"), out=fft.bwd_in)
+        return fft.backward()
+
+    def workspace(self, threads: int | None = None,
+                  window: bool = False) -> SplitRealFFT | WindowRealFFT:
+        """New FFT buffers and plans of this torus with this prior's planner effort.
+
+        Parameters
+        ----------
+        threads : int, optional
+            FFTW threads (default: this prior's).
+        window : bool
+            A :class:`WindowRealFFT` pruned to the window's extent along axis 0 (for fields
+            that are zero off the window, and results needed on it only); on a 1-D torus
+            (nothing to prune) a :class:`SplitRealFFT`.
+
+        Returns
+        -------
+        SplitRealFFT or WindowRealFFT
+        """
+        t = self._plans.threads if threads is None else threads
+        effort = self._plans.planner_effort
+        if window and len(self.embedding_shape) >= 2:
+            return WindowRealFFT(self.embedding_shape, self.shape[0], planner_effort=effort,
+                                 threads=t)
+        return SplitRealFFT(self.embedding_shape, planner_effort=effort, threads=t)
+
+    def _fft(self) -> RealFFTPlans:
+        """The plans this thread may execute: the shared ones in the main thread.
+
+        FFTW plans and their buffers must not run in two threads at once (STYLE); any other
+        thread (chains or warm starts run in a pool, Dask's worker threads) gets its own
+        single-threaded plans, with the same numbers (FFTW_ESTIMATE plans are bitwise
+        identical for 1 and more threads; tested).
+        """
+        if threading.current_thread() is threading.main_thread():
+            return self._plans
+        return self._own_thread_plans()
 
     def _own_thread_plans(self) -> RealFFTPlans:
         key = threading.get_ident()
@@ -557,12 +613,12 @@ class CirculantPrior(GaussianPrior):
         -------
         ndarray, shape (n, *state_shape)
         """
-        return self._plans.filter(np.asarray(x, dtype=np.float64),
+        return self._fft().filter(np.asarray(x, dtype=np.float64),
                                   np.asarray(multiplier, dtype=np.float64) / self._plans.size)
 
     def spectrum(self, x: np.ndarray) -> np.ndarray:
         """Unitary half-spectra ``rfftn(x)/√M`` of torus fields ``(n_chains, *state_shape)``."""
-        return self._plans.forward(x) * (1.0 / math.sqrt(self._plans.size))
+        return self._fft().forward(x) * (1.0 / math.sqrt(self._plans.size))
 
     def sample(
         self, rng: np.random.Generator | int | Sequence[np.random.Generator], n_chains: int = 1
@@ -658,9 +714,9 @@ class CirculantPrior(GaussianPrior):
         lam = self.eigenvalues
         one = 1.0 + lam * p
         r = lam / one
-        gk = self._plans.forward(g)  # one forward FFT serves the mean and the marginal
+        gk = self._fft().forward(g)  # one forward FFT serves the mean and the marginal
         size = self._plans.size
-        mean = self._plans.backward(gk, lam * p / one / size)
+        mean = self._fft().backward(gk, lam * p / one / size)
         obs = p > 0
         w = self._weights
         # log N(g; 0, C+S) in Fourier: (C+S)_k = (1 + λ_k p_k) / p_k on observed bins.
@@ -670,7 +726,7 @@ class CirculantPrior(GaussianPrior):
         logm = -0.5 * (quad + logdet + n_obs * LOG_2PI)
         sqrt_r = np.sqrt(r) / size
         inv_sqrt_r = np.where(r > 0, 1.0 / np.sqrt(np.where(r > 0, r, 1.0)), 0.0) / size
-        plans = self._plans
+        plans = self._fft()
         return SurrogateConditional(
             mean=mean, logmarginal=logm,
             colorize=lambda eta: plans.filter(np.asarray(eta, dtype=np.float64), sqrt_r),

@@ -491,3 +491,36 @@ def test_torus_lattice():
     t = p.torus_lattice()
     assert t.shape == (9, 7)
     assert (t.spacing, t.origin, t.dims, t.units) == (lat.spacing, lat.origin, lat.dims, "m")
+
+
+def test_split_workspace_transforms_and_keeps_its_forward_input():
+    """``SplitRealFFT`` is rfftn/irfftn; ``colorize_into`` is ``colorize_spectrum`` for one field."""
+    prior = CirculantPrior(Lattice((12, 10)), Matern(1.5, range=3.0))
+    ws = prior.workspace(threads=1)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(prior.embedding_shape)
+    ws.fwd_in[...] = x
+    np.testing.assert_allclose(ws.forward(), np.fft.rfftn(x), rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(ws.fwd_in, x)          # r2c preserved its input
+    zeta = prior.draw_spectrum(rng)
+    got = prior.colorize_into(zeta, ws)
+    np.testing.assert_allclose(got, prior.colorize_spectrum(zeta[None])[0], rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("shape", [(12, 10), (6, 5, 4)])
+def test_window_workspace_is_the_pruned_transform(shape):
+    """``WindowRealFFT``: rfftn of a field zero off the window; irfftn's window slices."""
+    prior = CirculantPrior(Lattice(shape), Matern(1.5, range=2.0))
+    ws = prior.workspace(threads=1, window=True)
+    n0 = shape[0]
+    rng = np.random.default_rng(4)
+    x = np.zeros(prior.embedding_shape)
+    x[:n0] = rng.standard_normal((n0, *prior.embedding_shape[1:]))
+    ws.fwd_in[...] = x[:n0]
+    np.testing.assert_allclose(ws.forward(), np.fft.rfftn(x), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(ws.forward(), np.fft.rfftn(x), rtol=1e-12, atol=1e-12)
+    spec = np.fft.rfftn(rng.standard_normal(prior.embedding_shape))
+    ws.bwd_in[...] = spec
+    axes = tuple(range(len(shape)))
+    full = np.fft.irfftn(spec, s=prior.embedding_shape, axes=axes) * prior.state_size
+    np.testing.assert_allclose(ws.backward(), full[:n0], rtol=1e-12, atol=1e-10)
