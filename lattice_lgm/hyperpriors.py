@@ -263,6 +263,35 @@ class Hyperprior(ABC):
         out = np.where(np.isinf(ua), -np.inf, out)  # exp(±inf) is 0 or inf: no mass there
         return _as_output(out, ua.ndim == 0)
 
+    def dlogpdf_unconstrained(self, u: float) -> float:
+        """``d/du`` of :meth:`logpdf_unconstrained` at one point inside the support.
+
+        Analytic where a subclass gives :meth:`_dlogpdf_u`; otherwise a central difference
+        (step ``1e-6 · max(1, |u|)``, one-sided at a bound of the support).
+
+        Parameters
+        ----------
+        u : float
+            A point of the unconstrained scale inside :attr:`unconstrained_bounds`.
+
+        Returns
+        -------
+        float
+        """
+        u = float(u)
+        exact = self._dlogpdf_u(u)
+        if exact is not None:
+            return exact
+        e = 1e-6 * max(1.0, abs(u))
+        lo_b, hi_b = self.unconstrained_bounds
+        a, c = max(u - e, lo_b), min(u + e, hi_b)
+        return (float(self.logpdf_unconstrained(c)) - float(self.logpdf_unconstrained(a))) / (
+            c - a)
+
+    def _dlogpdf_u(self, u: float) -> float | None:
+        """The analytic derivative of :meth:`logpdf_unconstrained`, or None (differences)."""
+        return None
+
     @property
     def unconstrained_bounds(self) -> tuple[float, float]:
         """The support on the unconstrained scale, e.g. ``(-inf, log(upper))``."""
@@ -389,6 +418,11 @@ class PCPriorRange(_PositiveTruncated):
     def _logcdf0(self, x: np.ndarray) -> np.ndarray:
         return -self.lam * np.exp(-(self.ndim / 2.0) * np.log(x))
 
+    def _dlogpdf_u(self, u: float) -> float:
+        # log π(e^u) + u = c − (d/2) u − λ e^{−(d/2) u}
+        h = self.ndim / 2.0
+        return -h + self.lam * h * math.exp(-h * u)
+
     def _ppf0_log(self, log_p: np.ndarray) -> np.ndarray:
         # exp(-λ ρ^{-d/2}) = p  ⇔  ρ = (λ / -log p)^{2/d}
         return (self.lam / -log_p) ** (2.0 / self.ndim)
@@ -431,6 +465,10 @@ class PCPriorSD(_PositiveTruncated):
 
     def _logpdf0(self, x: np.ndarray) -> np.ndarray:
         return math.log(self.rate) - self.rate * x
+
+    def _dlogpdf_u(self, u: float) -> float:
+        # log π(e^u) + u = log r − r e^u + u (truncation constant aside)
+        return 1.0 - self.rate * math.exp(u)
 
     def _logcdf0(self, x: np.ndarray) -> np.ndarray:
         return np.log(-np.expm1(-self.rate * x))
@@ -615,6 +653,9 @@ class Normal(Hyperprior):
 
     def _cdf_in(self, x: np.ndarray) -> np.ndarray:
         return special.ndtr((x - self.mean) / self.sd)
+
+    def _dlogpdf_u(self, u: float) -> float:
+        return -(u - self.mean) / (self.sd * self.sd)
 
     def _ppf_in(self, p: np.ndarray) -> np.ndarray:
         return self.mean + self.sd * special.ndtri(p)

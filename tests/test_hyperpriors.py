@@ -275,6 +275,26 @@ def test_logpdf_unconstrained_includes_jacobian(prior):
     assert val == pytest.approx(0.6, abs=1e-8)
 
 
+def test_dlogpdf_unconstrained_is_the_derivative(prior):
+    """Analytic (PC sd, PC range, normal) or by differences: against a 5-point stencil of
+    ``logpdf_unconstrained`` at interior quantiles (relative 1e-6)."""
+    for q in (0.1, 0.5, 0.9):
+        u = float(prior.to_unconstrained(prior.ppf(q)))
+        h = 1e-3 * max(1.0, abs(u)) * (prior.sd if isinstance(prior, Normal) else 1.0)
+        lo, hi = prior.unconstrained_bounds
+        h = min(h, (hi - u) / 3, (u - lo) / 3)   # the stencil stays inside the support
+        f = [float(prior.logpdf_unconstrained(u + k * h)) for k in (-2, -1, 1, 2)]
+        stencil = (f[0] - 8 * f[1] + 8 * f[2] - f[3]) / (12 * h)
+        assert prior.dlogpdf_unconstrained(u) == pytest.approx(stencil, rel=1e-6, abs=1e-6)
+
+
+def test_analytic_derivatives_exist_where_claimed():
+    assert PRIORS["pc-sd"]._dlogpdf_u(0.1) is not None
+    assert PRIORS["pc-range-d2-upper"]._dlogpdf_u(0.1) is not None
+    assert PRIORS["normal"]._dlogpdf_u(0.1) is not None
+    assert PRIORS["lognormal"]._dlogpdf_u(0.1) is None     # differences
+
+
 def test_unconstrained_bounds():
     assert PRIORS["pc-sd"].unconstrained_bounds == (-math.inf, math.inf)
     assert PRIORS["pc-range-d2-upper"].unconstrained_bounds == (-math.inf, math.log(2.0))

@@ -93,6 +93,7 @@ __all__ = [
     "log_normal_cdf",
     "log_normal_cdf_np",
     "loglik_kernel",
+    "obs_deriv_kernel",
     "poisson_derivs",
     "poisson_logpdf",
     "poisson_logpdf_np",
@@ -323,6 +324,17 @@ def loglik_kernel(kind, eta, idx, y, aux, constant):
     return out
 
 
+@numba.njit(cache=True, nogil=True)
+def site_deriv(kind, order, eta, y, aux):
+    """The ``order``-th derivative (1, 2 or 3) of one site's log-likelihood."""
+    d1, d2, d3 = site_derivs(kind, eta, y, aux)
+    if order == 1:
+        return d1
+    if order == 2:
+        return d2
+    return d3
+
+
 @numba.njit(parallel=True, cache=True)
 def deriv_kernel(kind, order, eta, idx, y, aux):
     """The ``order``-th derivative (1, 2 or 3) per cell, 0 at cells not in ``idx``."""
@@ -331,13 +343,19 @@ def deriv_kernel(kind, order, eta, idx, y, aux):
     for c in prange(n_chains):
         for i in range(idx.shape[0]):
             j = idx[i]
-            d1, d2, d3 = site_derivs(kind, eta[c, j], y[i], aux[i])
-            if order == 1:
-                out[c, j] = d1
-            elif order == 2:
-                out[c, j] = d2
-            else:
-                out[c, j] = d3
+            out[c, j] = site_deriv(kind, order, eta[c, j], y[i], aux[i])
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def obs_deriv_kernel(kind, order, eta_obs, y, aux):
+    """The ``order``-th derivative at the observed sites of one chain, ``(n_obs,)``.
+
+    Without the GIL: chains that run in threads (HMC) evaluate their gradients at once.
+    """
+    out = np.empty_like(eta_obs)
+    for i in range(eta_obs.shape[0]):
+        out[i] = site_deriv(kind, order, eta_obs[i], y[i], aux[i])
     return out
 
 

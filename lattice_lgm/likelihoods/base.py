@@ -277,6 +277,25 @@ class Likelihood(ABC):
         )
         return out.reshape((flat.shape[0], *self.shape))
 
+    def grad_obs(self, eta_obs: np.ndarray) -> np.ndarray:
+        """Gradient ``∂ loglik/∂η`` at the observed sites of one chain.
+
+        :meth:`grad` for a predictor given at the observed sites only (no scatter onto the
+        lattice), in compiled code that releases the GIL.
+
+        Parameters
+        ----------
+        eta_obs : numpy.ndarray
+            ``(n_obs,)`` float64, in :attr:`obs_index` order.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(n_obs,)`` float64.
+        """
+        return _kernels.obs_deriv_kernel(self._kind, 1, np.ascontiguousarray(
+            eta_obs, dtype=np.float64), self.y_obs, self.aux_obs)
+
     def grad(self, eta: np.ndarray) -> np.ndarray:
         """Gradient ``∂ loglik/∂η`` per cell.
 
