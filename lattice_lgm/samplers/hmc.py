@@ -63,16 +63,20 @@ divergence: the chain stays where it was (counted in ``info``).
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numba
 import numpy as np
+import scipy.linalg
 
 from .._validation import positive_float, positive_int
 from ..errors import InvalidParameterError, ParameterOutOfBoundsError
 from ..models.latent import LatentGaussianModel
 from ..priors import CirculantPrior
+from ..priors._fft import SplitRealFFT, WindowRealFFT, available_cores
 from ._latent import loglik_at
 from .state import LatentState, stack_theta
 
@@ -92,10 +96,30 @@ INIT_INV_MASS = 0.01
 #: 1 + p̄λ per frequency), "pncp" (that mass until the first slow window, then partially
 #: non-centred with its conditional-precision mass).  Measured on bei at 20 m, 4 chains ×
 #: (300 + 300) iterations with the shear: "white" bulk ESS sd 163, range 151, intercept 1031
-#: (38 leapfrog steps per iteration); "pncp" 24, 29, 14 (15 steps); "scalar" (without the
-#: shear) 15-42: the per-frequency mass buys a longer step but slows the field's low
-#: frequencies, which must follow sd and range in the whitened coordinates.  Default "white".
+#: (38 leapfrog steps per iteration); "pncp" 24, 29, 14 (15 steps); "scalar" 24, 47, 60
+#: (17 steps, 300 + 300 iterations): the per-frequency mass buys a longer step but slows the
+#: field's low frequencies, which must follow sd and range in the whitened coordinates, so
+#: even per gradient it is 3x worse than "white".  Default "white".
 FIELD_MODES = ("white", "scalar", "pncp")
+#: "split": the whitened field's Gaussian part (½|x|² with unit mass) is integrated exactly, a
+#: rotation of (x, ρ) by ε, between half-kicks of the likelihood's gradient only (Beskos,
+#: Pinski, Sanz-Serna & Stuart 2011, §4; Shahbaba et al. 2014's splitting), so the step size
+#: no longer shrinks as d^(-1/4) with the torus's prior-dominated coordinates; "leapfrog":
+#: Neal (2011) eq. 5.18-5.20 (any field mode).
+INTEGRATORS = ("split", "leapfrog")
+#: the mass of the hyperparameters and coefficients: "diag" (Stan's diag_e: the windowed
+#: variances) or "dense" (dense_e: the windowed covariance, which also undoes linear
+#: correlations such as the intercept's with log sd, E[λ] fixing intercept + sd²/2)
+METRICS = ("diag", "dense")
+#: mean integration time (time units of the unit-variance coordinates; jittered by U(0.5, 1.5))
+#: and the dual-averaging target, measured on bei at 10 m (4 chains × (200 + 300), bulk ESS
+#: per 1200 draws, leapfrog steps per iteration): trajectory 0.75 → sd 54, range 17 (15 steps);
+#: 1.5 → 186, 94 (31); 3.0 → 544, 598 (63); 4.5 → 502, 648 (101): per gradient 3.0 is best
+#: (≈ π, half a period of the prior-dominated coordinates; the intercept and coefficients
+#: become antithetic, ESS 3000 of 1200).  Target 0.65 (Beskos et al. 2013's optimum for
+#: high dimensions) against Stan's 0.8 at trajectory 3.0: 47 steps instead of 63 for ESS
+#: 409, 533 (sd, range) and log-likelihood 408 against 461: ≈ 15 % more ESS per gradient.
+TRAJECTORY, TARGET_ACCEPT = 3.0, 0.65
 #: the shortest warm-up with a slow window (below it, the mass could not adapt)
 MIN_TUNE = 20
 #: prefix of this move's entries in ``LatentState.extras``
@@ -162,6 +186,10 @@ class JointHMC:
         Move the intercept and coefficients as *effective* fixed effects ``c + P f`` (the
         field's projection on the covariates added), which removes their ridge with the
         field's low frequencies (module docstring).
+    threads : int, optional
+        Chains run at once, each in its own thread with single-threaded FFTs (default: the
+        cores this process may use, at most the number of chains).  The draws do not depend
+        on it.
 
     Notes
     -----
@@ -173,9 +201,11 @@ class JointHMC:
     name = "hmc"
 
     def __init__(self, model: LatentGaussianModel, *, n_tune: int = 1000,
-                 target_accept: float = 0.8, trajectory: float = 1.5,
+                 target_accept: float = TARGET_ACCEPT, trajectory: float = TRAJECTORY,
                  step_size: float = 0.05, inv_mass: float = INIT_INV_MASS,
-                 max_steps: int = 256, field: str = "white", shear: bool = True) -> None:
+                 max_steps: int = 256, field: str = "white", shear: bool = True,
+                 integrator: str = "split", metric: str = "diag",
+                 threads: int | None = None) -> None:
         if not isinstance(model, LatentGaussianModel):
             raise InvalidParameterError(f"model={model!r} must be a LatentGaussianModel.")
         if not isinstance(model.prior, CirculantPrior):
@@ -221,7 +251,11 @@ class JointHMC:
             self._table = _SpectrumTable(self._bounds[cov[0], 1])
             self._table_index = cov[0]
         self._mass_cache: dict[int, tuple] = {}
-        self._scatter: dict[int, np.ndarray] = {}
+        self._local = threading.local()     # per-thread FFT workspaces (_workspace)
+        self.threads = None if threads is None else positive_int(
+            "threads", threads, "the number of chains run at once, e.g. 2")
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_size = 0
         # the fixed effects' shear (module docstring): columns of Z for the intercept and the
         # hyperparameter coefficients (their u entries), then the block coefficients (b)
         self._obs_u = [k for k, n in enumerate(self.names) if n in model.obs_params]
@@ -233,12 +267,22 @@ class JointHMC:
             z = np.column_stack(cols)
             self._proj = np.linalg.solve(z.T @ z, z.T)      # P = (ZᵀZ)⁻¹Zᵀ, (q, n_obs)
         self.shear = bool(shear)
+        if integrator not in INTEGRATORS:
+            raise InvalidParameterError(
+                f"integrator={integrator!r} must be one of {list(INTEGRATORS)}.")
+        # the split integrator needs the field's Gaussian part to be ½|x|² with unit mass
+        self.integrator = integrator if field == "white" else "leapfrog"
+        self._split = self.integrator == "split"
+        if metric not in METRICS:
+            raise InvalidParameterError(f"metric={metric!r} must be one of {list(METRICS)}.")
+        self.metric = metric
 
     def settings(self) -> dict[str, Any]:
         """Every setting that changes this move's draws, JSON-ready."""
         return {"sweep": "JointHMC", "n_tune": self.n_tune, "target_accept": self.target_accept,
                 "trajectory": self.trajectory, "step_size": self.step_size,
                 "inv_mass": self.inv_mass, "field": self.field, "shear": self.shear,
+                "integrator": self.integrator, "metric": self.metric,
                 "max_steps": self.max_steps}
 
     # -- adaptation state ------------------------------------------------------------------------
@@ -249,10 +293,13 @@ class JointHMC:
                 PREFIX + "log_eps": np.full(n, le), PREFIX + "log_eps_bar": np.zeros(n),
                 PREFIX + "h_bar": np.zeros(n), PREFIX + "mu": np.full(n, math.log(10) + le),
                 PREFIX + "da_m": np.zeros(n, np.int64),
-                PREFIX + "inv_mass": np.full((n, self.n_h), self.inv_mass),
+                PREFIX + "inv_mass": (np.full((n, self.n_h), self.inv_mass)
+                                      if self.metric == "diag" else
+                                      np.tile(self.inv_mass * np.eye(self.n_h), (n, 1, 1))),
                 PREFIX + "win_n": np.zeros(n, np.int64),
                 PREFIX + "win_mean": np.zeros((n, self.n_h)),
-                PREFIX + "win_m2": np.zeros((n, self.n_h)),
+                PREFIX + "win_m2": np.zeros((n, self.n_h) if self.metric == "diag"
+                                            else (n, self.n_h, self.n_h)),
                 PREFIX + "mass_p": np.zeros(n),
                 PREFIX + "mass_u": np.zeros((n, len(self.names))),
                 PREFIX + "centred": np.zeros(n, np.int64)}
@@ -331,7 +378,7 @@ class JointHMC:
         if np.any((sig == 0.0) & (wk != 1.0)):
             return math.inf, None  # a bin the map needs vanished (never inside the torus' sizing)
         zeta = self._pow(sig, wk - 1.0) * x
-        f = prior.colorize_spectrum(zeta[None])
+        f = prior.colorize_into(zeta, self._workspace(prior)).copy()[None]
         u, b = self._physical(u, b, f.reshape(-1)[model.state_index])
         if not self._in_support(u):
             return math.inf, None
@@ -361,10 +408,10 @@ class JointHMC:
         sd = float(theta.get("sd", prior0.params.get("sd", 1.0)))
         if self._table is not None:
             k = self._table_index
-            val = self._table.at(float(u[k]), prior0)
+            val = self._table.at(float(u[k]), prior0, sd)
             if val is not None:
                 a, da = val
-                return sd * a, {k: sd * da}, 0
+                return a, {k: da}, 0
         prior = model.prior_for(theta, prior0)
         sq = np.sqrt(prior.eigenvalues)
         out, n_cov = {}, 1
@@ -402,15 +449,20 @@ class JointHMC:
         except (InvalidParameterError, ParameterOutOfBoundsError):
             return None  # a parameter no covariance can take (e.g. a range of 0): diverged
         s = model.beta_sd
+        # FFTs pruned to the window: the field is needed at the observed sites only, and the
+        # likelihood's derivative is zero off them
+        ws = self._workspace(prior0, window=True)
+        scale = 1.0 / math.sqrt(ws.size)            # the unitary transforms' 1/√M
         white = self.field == "white" or not np.any(wk != 1.0)
         if white:  # w = 1: f = F⁻¹(σ x), no powers needed
             sw = sq
-            f = prior0.colorize_with(x[None], sq)
+            _color_pass(x, sq, math.sqrt(ws.size), ws.bwd_in)
         else:
             sw = self._pow(sq, wk)                  # σ^w
             s2 = self._pow(sq, 2.0 * (wk - 1.0))    # σ^{2(w−1)}
             fx = sw * x
-            f = prior0.colorize_with(fx[None], np.ones_like(sq))
+            _color_pass(fx, np.ones_like(sq), math.sqrt(ws.size), ws.bwd_in)
+        f = ws.backward()
         lik = model.likelihood
         idx = model.state_index
         f_obs = f.reshape(-1)[idx]
@@ -419,11 +471,9 @@ class JointHMC:
             return None
         theta = self._theta_of(u, theta)
         beta = s * b
-        eta = np.zeros((1, *lik.shape))
-        flat_eta = eta.reshape(-1)
-        flat_eta[lik.obs_index] = (model.base_obs(theta) + f_obs
-                                   + (beta @ model.covariates_obs if model.n_beta else 0.0))
-        g = lik.grad(eta).reshape(-1)[lik.obs_index]          # ∂log L/∂η at observed sites
+        eta_obs = (model.base_obs(theta) + f_obs
+                   + (beta @ model.covariates_obs if model.n_beta else 0.0))
+        g = lik.grad_obs(eta_obs)                  # ∂log L/∂η at the observed sites
         if not np.all(np.isfinite(g)) or not np.all(np.isfinite(f_obs)):
             return None
         # ∂log p/∂c of the fixed effects at their physical values (hyperpriors by central
@@ -438,18 +488,23 @@ class JointHMC:
             g_field = g - self._proj.T @ h_c        # −∂U/∂f at the sites: (I − ZP)ᵀg − Pᵀ∇log p
         else:
             g_field = g
-        g_state = self._scatter_buffer(prior0.state_size)   # zero off the observed sites
-        g_state[0, idx] = g_field
-        gk = prior0.spectrum(g_state.reshape(1, *prior0.state_shape))[0]
+        # the workspace's forward input is zero off the observed sites, and only they are
+        # ever written (the same sites every time)
+        ws.fwd_in.reshape(-1)[idx] = g_field
+        gk_raw = ws.forward()
         c = prior0.half_weights
         if white and len(dsq) <= 1:
             # one fused pass: ∂U/∂x = x − σĝ and the sums Σ c σ Re(ĝ* x), Σ c ∂σ Re(ĝ* x)
             k_cov = next(iter(dsq), -1)
-            grad_x, s_sd, s_cov = _white_pass(x, gk, sq, dsq[k_cov] if k_cov >= 0 else sq, c)
+            grad_x, s_sd, s_cov = _white_pass(x, gk_raw, scale, sq,
+                                              dsq[k_cov] if k_cov >= 0 else sq, c,
+                                              not self._split)
             sums = {k_cov: -s_cov} if k_cov >= 0 else {}
             sum_sd = -s_sd
-        elif white:
-            grad_x = x - sq * gk
+            return self._grad_hyper(u, b, g, beta, dlh_all, sum_sd, sums), grad_x, n_cov
+        gk = gk_raw * scale
+        if white:
+            grad_x = -(sq * gk) if self._split else x - sq * gk
             re = c * (np.conj(gk) * x).real
             sum_sd = -float(np.sum(sq * re))
             sums = {k: -float(np.sum(d * re)) for k, d in dsq.items()}
@@ -462,6 +517,12 @@ class JointHMC:
             sum_sd = float(np.sum(common[pos]))
             sums = {k: float(np.sum(common * np.where(pos, d / np.where(pos, sq, 1.0), 0.0)))
                     for k, d in dsq.items()}
+        return self._grad_hyper(u, b, g, beta, dlh_all, sum_sd, sums), grad_x, n_cov
+
+    def _grad_hyper(self, u, b, g, beta, dlh_all, sum_sd, sums) -> np.ndarray:
+        """``∇U`` in ``(u, b)`` from the likelihood's site gradient ``g`` and the spectral sums."""
+        model = self.model
+        s = model.beta_sd
         grad_u = np.empty(len(self.names))
         for k, (n, h) in enumerate(zip(self.names, self._hp, strict=True)):
             dlh = dlh_all[k]
@@ -475,25 +536,60 @@ class JointHMC:
                 du = sums[k]
             grad_u[k] = du - dlh
         grad_b = b - s * (model.covariates_obs @ g) if model.n_beta else np.zeros(0)
-        return np.concatenate([grad_u, grad_b]), grad_x, n_cov
+        return np.concatenate([grad_u, grad_b])
 
-    def _scatter_buffer(self, size: int) -> np.ndarray:
-        """A (1, size) zero buffer reused across gradients.
+    def _chain_pool(self, n: int) -> ThreadPoolExecutor | None:
+        """The thread pool for ``n`` chains, or None to run them in the calling thread."""
+        k = min(n, self.threads if self.threads is not None else available_cores())
+        if k <= 1:
+            return None
+        if self._pool is None or self._pool_size != k:
+            if self._pool is not None:
+                self._pool.shutdown()
+            self._pool = ThreadPoolExecutor(max_workers=k, thread_name_prefix="lattice-hmc",
+                                            initializer=self._init_worker)
+            self._pool_size = k
+        return self._pool
 
-        Only the observed sites are written, always the same ones, so the rest stays 0.
+    def _init_worker(self) -> None:
+        # one thread per chain: single-threaded FFTs (_workspace) and Numba kernels (its
+        # thread count is per calling thread), so k chains use k cores, not k × pools
+        self._local.in_pool = True
+        numba.set_num_threads(1)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # thread pools, thread-local FFT plans and buffers are process-local: rebuilt on use
+        state = dict(self.__dict__)
+        state["_local"] = state["_pool"] = None
+        state["_pool_size"] = 0
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._local = threading.local()
+
+    def _workspace(self, prior0: CirculantPrior,
+                   window: bool = False) -> SplitRealFFT | WindowRealFFT:
+        """The calling thread's FFT workspace of ``prior0``'s torus (made on first use).
+
+        FFTW plans and their buffers are not shared between threads (chains may run in
+        threads, :meth:`step`); the forward input stays zero off the observed sites.
+        ``window``: transforms pruned to the window (gradients), else full (the state's
+        field).
         """
-        buf = self._scatter.get(size)
-        if buf is None:
-            buf = self._scatter[size] = np.zeros((1, size))
-        return buf
+        cache = getattr(self._local, "ws", None)
+        if cache is None:
+            cache = self._local.ws = {}
+        key = (prior0.embedding_shape, window)
+        ws = cache.get(key)
+        if ws is None:
+            ws = cache[key] = prior0.workspace(
+                threads=1 if getattr(self._local, "in_pool", False) else None, window=window)
+        return ws
 
     def _dlogprior(self, k: int, u: np.ndarray) -> float:
-        """``∂log p_h/∂u_k`` by a central difference of the scalar log density (Jacobian in)."""
-        h = self._hp[k]
-        e = 1e-6 * max(1.0, abs(u[k]))
-        lo_b, hi_b = self._bounds[k]
-        a_, c_ = max(u[k] - e, lo_b), min(u[k] + e, hi_b)
-        return (float(h.logpdf_unconstrained(c_)) - float(h.logpdf_unconstrained(a_))) / (c_ - a_)
+        """``∂log p_h/∂u_k`` (Jacobian in): analytic for the usual priors, else differences."""
+        return self._hp[k].dlogpdf_unconstrained(u[k])
 
     # -- one chain -------------------------------------------------------------------------------
     def _field_params(self, c: int, ex: dict[str, np.ndarray], theta0: dict[str, float],
@@ -574,11 +670,11 @@ class JointHMC:
         jac0 = self._log_jacobian(sig0, wk, w)
 
         def kinetic(rh, rz):
-            return 0.5 * float(rh @ (inv_m * rh)) + 0.5 * float(
+            return 0.5 * float(rh @ _inv_mass_times(inv_m, rh)) + 0.5 * float(
                 np.sum(w * (rz.real ** 2 + rz.imag ** 2) / m_z))
 
         # momentum: N(0, M) — (u, b) with the diagonal mass, ζ with the per-frequency mass
-        rho_h = rng.standard_normal(self.n_h) / np.sqrt(inv_m)
+        rho_h = _momentum(inv_m, rng.standard_normal(self.n_h))
         rho_z = np.sqrt(m_z) * prior0.draw_spectrum(rng)
         jitter = rng.uniform(0.5, 1.5)
         log_u = math.log(rng.random())
@@ -690,11 +786,14 @@ class JointHMC:
             if not (np.all(np.isfinite(u)) and np.all(np.isfinite(b))):
                 return u, b, z, rh, rz, n_grad, n_cov, False
             rh -= 0.5 * eps * gh
-            rz -= 0.5 * eps * gz
-            step_h = eps * inv_m * rh
+            _kick(rz, gz, 0.5 * eps)
+            step_h = eps * _inv_mass_times(inv_m, rh)
             u += step_h[:nt]
             b += step_h[nt:]
-            z += eps * (rz / m_z)
+            if self._split:
+                _rotate(z, rz, math.cos(eps), math.sin(eps))
+            else:
+                _drift(z, rz, eps, m_z)
             res = self._gradient(u, b, z, theta0, prior0, wk)
             n_grad += 1
             if res is None:
@@ -702,7 +801,7 @@ class JointHMC:
             gh, gz, nc = res
             n_cov += nc
             rh -= 0.5 * eps * gh
-            rz -= 0.5 * eps * gz
+            _kick(rz, gz, 0.5 * eps)
         return u, b, z, rh, rz, n_grad, n_cov, True
 
     def _adapt(self, c: int, ex: dict[str, np.ndarray], accept_prob: float,
@@ -733,12 +832,17 @@ class JointHMC:
             ex[PREFIX + "win_n"][c] = k
             d = x - ex[PREFIX + "win_mean"][c]
             ex[PREFIX + "win_mean"][c] += d / k
-            ex[PREFIX + "win_m2"][c] += d * (x - ex[PREFIX + "win_mean"][c])
+            d2 = x - ex[PREFIX + "win_mean"][c]
+            ex[PREFIX + "win_m2"][c] += d * d2 if self.metric == "diag" else np.outer(d, d2)
             if it == win[1]:
                 ended = True
-                var = ex[PREFIX + "win_m2"][c] / max(k - 1, 1)
+                var = ex[PREFIX + "win_m2"][c] / max(k - 1, 1)   # variances or covariance
+                if self.metric == "dense":  # symmetric exactly (Welford's outer products
+                    var = 0.5 * (var + var.T)  # are not, to round-off)
                 # Stan's regularisation towards 1e-3 (n/(n+5) var + 1e-3 · 5/(n+5))
-                ex[PREFIX + "inv_mass"][c] = (k / (k + 5.0)) * var + 1e-3 * (5.0 / (k + 5.0))
+                reg = 1e-3 * (5.0 / (k + 5.0))
+                ex[PREFIX + "inv_mass"][c] = (k / (k + 5.0)) * var + (
+                    reg if self.metric == "diag" else reg * np.eye(self.n_h))
                 ex[PREFIX + "win_n"][c] = 0
                 ex[PREFIX + "win_mean"][c] = 0.0
                 ex[PREFIX + "win_m2"][c] = 0.0
@@ -754,7 +858,11 @@ class JointHMC:
     # -- the sweep -------------------------------------------------------------------------------
     def step(self, state: LatentState,
              rngs: Sequence[np.random.Generator]) -> tuple[LatentState, dict[str, Any]]:
-        """One HMC transition of every chain (chain by chain, each from its own stream).
+        """One HMC transition of every chain, each from its own stream.
+
+        Chains run in up to ``threads`` threads at once (each with its own single-threaded FFT
+        plans); a chain's transition depends only on its own state and stream, so the draws
+        are the same for any thread count and any subset of the chains (DESIGN §5; tested).
 
         Returns
         -------
@@ -772,11 +880,15 @@ class JointHMC:
         keys = ("accept_prob", "accepted", "n_steps", "divergent", "step_size", "n_grad",
                 "n_cov")
         infos = {k: np.zeros(n) for k in keys}
-        for c in range(n):
+        def run(c: int) -> tuple[dict | None, dict[str, Any]]:
             # a trajectory that runs away overflows on its way to being rejected: the checks
             # are explicit (non-finite → divergence), so numpy's warnings would only be noise
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                new, inf = self._transition(state, c, rngs[c], ex)
+                return self._transition(state, c, rngs[c], ex)
+
+        pool = self._chain_pool(n)
+        results = list(pool.map(run, range(n))) if pool is not None else [run(c) for c in range(n)]
+        for c, (new, inf) in enumerate(results):
             for k in keys:
                 infos[k][c] = inf[k]
             if new is not None:
@@ -792,6 +904,22 @@ class JointHMC:
                 "n_loglik": infos["n_grad"].astype(np.int64),
                 "n_cov": infos["n_cov"].astype(np.int64)}
         return out, info
+
+
+def _inv_mass_times(inv_m: np.ndarray, rho: np.ndarray) -> np.ndarray:
+    """``M⁻¹ ρ`` for a diagonal (1-D ``inv_m``) or dense (2-D) inverse mass."""
+    return inv_m * rho if inv_m.ndim == 1 else inv_m @ rho
+
+
+def _momentum(inv_m: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """``ρ ~ N(0, M)`` from standard normals ``z``.
+
+    ``z / √(M⁻¹)`` for a diagonal mass; ``L⁻ᵀ z`` with ``M⁻¹ = L Lᵀ`` for a dense one (its
+    covariance is ``L⁻ᵀ L⁻¹ = M``).
+    """
+    if inv_m.ndim == 1:
+        return z / np.sqrt(inv_m)
+    return scipy.linalg.solve_triangular(np.linalg.cholesky(inv_m).T, z, lower=False)
 
 
 class _SpectrumTable:
@@ -816,26 +944,85 @@ class _SpectrumTable:
             self.nodes[j] = a
         return a
 
-    def at(self, u: float, prior: CirculantPrior) -> tuple[np.ndarray, np.ndarray] | None:
+    def at(self, u: float, prior: CirculantPrior,
+           scale: float = 1.0) -> tuple[np.ndarray, np.ndarray] | None:
+        """``scale · √λ₁(u)`` and ``scale · ∂√λ₁/∂u`` (one fused pass), or None past the bound."""
         j = math.floor(u / self.STEP)
         if (j + 1) * self.STEP > self.u_max:
             return None
         t = u / self.STEP - j
         a0, a1 = self._node(j, prior), self._node(j + 1, prior)
-        slope = (a1 - a0) * (1.0 / self.STEP)
-        return a0 + t * (a1 - a0), slope
+        return _interpolate(a0, a1, t, 1.0 / self.STEP, scale)
 
 
-@numba.njit(cache=True)
-def _white_pass(x, gk, sq, dsq, c):  # pragma: no cover - compiled
-    """``(x − σĝ, Σ c σ Re(ĝ* x), Σ c ∂σ Re(ĝ* x))`` over the half-spectrum, in index order."""
-    xf, gf, sf, df, cf = x.ravel(), gk.ravel(), sq.ravel(), dsq.ravel(), c.ravel()
+@numba.njit(cache=True, nogil=True)
+def _interpolate(a0, a1, t, inv_step, scale):  # pragma: no cover - compiled
+    """``(scale (a0 + t (a1 − a0)), scale (a1 − a0) / step)``: the table's chord and slope."""
+    a = np.empty_like(a0)
+    da = np.empty_like(a0)
+    af, df, f0, f1 = a.ravel(), da.ravel(), a0.ravel(), a1.ravel()
+    for i in range(af.size):
+        d = f1[i] - f0[i]
+        af[i] = scale * (f0[i] + t * d)
+        df[i] = scale * (d * inv_step)
+    return a, da
+
+
+@numba.njit(cache=True, nogil=True)
+def _white_pass(x, gk_raw, scale, sq, dsq, c, prior_term):  # pragma: no cover - compiled
+    """``(x − σĝ, Σ c σ Re(ĝ* x), Σ c ∂σ Re(ĝ* x))`` over the half-spectrum, in index order.
+
+    ``ĝ = scale · gk_raw`` (the unnormalised forward FFT times ``1/√M``); without
+    ``prior_term`` the first is ``−σĝ`` (the split integrator's kick, the prior's ``x`` being
+    integrated exactly).
+    """
+    xf, gr, sf, df, cf = x.ravel(), gk_raw.ravel(), sq.ravel(), dsq.ravel(), c.ravel()
     out = np.empty_like(xf)
     s1 = 0.0
     s2 = 0.0
     for i in range(xf.size):
-        re = gf[i].real * xf[i].real + gf[i].imag * xf[i].imag
-        out[i] = xf[i] - sf[i] * gf[i]
+        g = gr[i] * scale
+        re = g.real * xf[i].real + g.imag * xf[i].imag
+        out[i] = xf[i] - sf[i] * g if prior_term else -(sf[i] * g)
         s1 += cf[i] * sf[i] * re
         s2 += cf[i] * df[i] * re
     return out.reshape(x.shape), s1, s2
+
+
+@numba.njit(cache=True, nogil=True)
+def _color_pass(x, sq, root_m, out):  # pragma: no cover - compiled
+    """``out = x · (σ / √M)``: the c2r's input for ``f = F_u⁻¹(σ x)`` (the 1/√M of F_u⁻¹)."""
+    xf, sf, of = x.ravel(), sq.ravel(), out.ravel()
+    for i in range(xf.size):
+        of[i] = xf[i] * (sf[i] / root_m)
+
+
+@numba.njit(cache=True, nogil=True)
+def _kick(r, g, h):  # pragma: no cover - compiled
+    """``r −= h g`` in place (a half step of the field's momenta)."""
+    rf, gf = r.ravel(), g.ravel()
+    for i in range(rf.size):
+        rf[i] = rf[i] - h * gf[i]
+
+
+@numba.njit(cache=True, nogil=True)
+def _rotate(z, r, c, s):  # pragma: no cover - compiled
+    """``(z, r) ← (z cos ε + r sin ε, r cos ε − z sin ε)`` in place.
+
+    The exact flow of ``½|z|² + ½|r|²`` for time ε (the split integrator).
+    """
+    zf, rf = z.ravel(), r.ravel()
+    for i in range(zf.size):
+        zi = zf[i]
+        ri = rf[i]
+        zf[i] = zi * c + ri * s
+        rf[i] = ri * c - zi * s
+
+
+@numba.njit(cache=True, nogil=True)
+def _drift(z, r, eps, m):  # pragma: no cover - compiled
+    """``z += ε r / m`` in place (a full step of the field's position)."""
+    zf, rf, mf = z.ravel(), r.ravel(), m.ravel()
+    for i in range(zf.size):
+        # r / m part by part: numpy's complex ÷ real, without a complex division
+        zf[i] = zf[i] + eps * complex(rf[i].real / mf[i], rf[i].imag / mf[i])

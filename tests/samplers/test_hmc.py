@@ -42,10 +42,10 @@ def _fixed_extras(mv: JointHMC, n: int, pbar: float, u_star: np.ndarray) -> dict
 
 
 # -- gradients and the integrator ---------------------------------------------------------------
-def _setup(table: bool, field: str = "pncp"):
+def _setup(table: bool, field: str = "pncp", integrator: str = "split"):
     model = poisson_model("circulant")
     st, _ = warm_start(model, chain_rngs(0, 1), [{"sd": 1.2, "range": 4.0, "mean": 0.2}])
-    mv = JointHMC(model, n_tune=50, field=field)
+    mv = JointHMC(model, n_tune=50, field=field, integrator=integrator)
     if not table:
         mv._table = None
     ex = mv.init_extras(1)
@@ -61,19 +61,25 @@ def _setup(table: bool, field: str = "pncp"):
     return model, mv, st, u0, b0, x0, th0, pr0, wk, m
 
 
-@pytest.mark.parametrize("field", ["white", "pncp"])
+@pytest.mark.parametrize("field", ["white", "white-leapfrog", "pncp"])
 @pytest.mark.parametrize("table", [False, True], ids=["exact-spectra", "spectrum-table"])
 def test_gradient_matches_finite_differences(table, field):
     """∇U in (log sd, log range, mean, β) and along a random field direction, against central
     differences of the exact U (relative 1e-6 with exact spectra; 2e-3 with the table, whose
     √λ is linear between nodes 1 % of the range apart), with the fixed effects' shear, for the
-    whitened field and the partially non-centred one."""
-    _model, mv, _st, u0, b0, x0, th0, pr0, wk, _ = _setup(table, field)
+    whitened field and the partially non-centred one.  With the split integrator the field's
+    gradient leaves out the prior's ``x`` (integrated exactly): ∇U = that + x."""
+    integrator = "leapfrog" if field == "white-leapfrog" else "split"
+    field = field.split("-")[0]
+    _model, mv, _st, u0, b0, x0, th0, pr0, wk, _ = _setup(table, field, integrator)
     if field == "pncp":
         assert 0.0 < wk.min() < 0.5 and wk.max() == 1.0  # a genuinely partial non-centring
     else:
         assert np.all(wk == 1.0)
     gh, gx, _ = mv._gradient(u0, b0, x0, th0, pr0, wk)
+    assert mv._split == (field == "white" and integrator == "split")
+    if mv._split:
+        gx = gx + x0
     tol = 2e-3 if table else 1e-6
     h = 1e-5
     nu = len(u0)
@@ -92,13 +98,18 @@ def test_gradient_matches_finite_differences(table, field):
     assert abs(an - fd) <= tol * max(1.0, abs(fd))
 
 
-def test_leapfrog_is_reversible_and_its_energy_error_is_second_order():
+@pytest.mark.parametrize("field", ["pncp", "white"], ids=["leapfrog", "split"])
+def test_integrator_is_reversible_and_its_energy_error_is_second_order(field):
     """Forward n steps, flip the momenta, n steps back: the start again (to 1e-9). The energy
-    error of a fixed-length trajectory falls ~4x when ε halves (leapfrog is O(ε²))."""
-    _model, mv, _st, u0, b0, x0, th0, pr0, wk, m = _setup(table=True)
+    error of a fixed-length trajectory falls ~4x when ε halves (leapfrog and the split
+    integrator are O(ε²))."""
+    _model, mv, _st, u0, b0, x0, th0, pr0, wk, m = _setup(table=True, field=field)
+    assert mv._split == (field == "white")
     rng = np.random.default_rng(5)
-    inv_m = np.full(mv.n_h, 0.05)
-    rh = rng.standard_normal(mv.n_h) / np.sqrt(inv_m)
+    # a dense inverse mass with correlations (the diagonal one is its special case)
+    a = rng.normal(size=(mv.n_h, mv.n_h))
+    inv_m = 0.05 * (np.eye(mv.n_h) + 0.3 * (a @ a.T) / mv.n_h)
+    rh = np.linalg.solve(np.linalg.cholesky(inv_m).T, rng.standard_normal(mv.n_h))
     rz = np.sqrt(m) * pr0.draw_spectrum(rng)
     g0 = mv._gradient(u0, b0, x0, th0, pr0, wk)
     u, b, x, rh1, rz1, _, _, ok = mv._leapfrog(u0, b0, x0, rh, rz, g0, 0.02, 10, inv_m, m, wk,
@@ -111,15 +122,21 @@ def test_leapfrog_is_reversible_and_its_energy_error_is_second_order():
     np.testing.assert_allclose(x2, x0, atol=1e-9)
 
     def kinetic(a, z):
-        return 0.5 * float(a @ (inv_m * a)) + 0.5 * float(
+        return 0.5 * float(a @ (inv_m @ a)) + 0.5 * float(
             np.sum(pr0.half_weights * (z.real ** 2 + z.imag ** 2) / m))
 
     e0 = mv._energy(u0, b0, x0, th0, pr0, wk)[0] + kinetic(rh, rz)
     errs = []
     for eps, n in ((0.02, 10), (0.01, 20), (0.005, 40)):
-        u, b, x, a, z, _, _, ok = mv._leapfrog(u0, b0, x0, rh, rz, g0, eps, n, inv_m, m, wk,
-                                               th0, pr0)
-        errs.append(abs(mv._energy(u, b, x, th0, pr0, wk)[0] + kinetic(a, z) - e0))
+        # the largest energy error along the trajectory (an endpoint's can sit near a zero of
+        # its ε² coefficient and fall faster for a while)
+        u, b, x, a, z, g, worst = u0, b0, x0, rh, rz, g0, 0.0
+        for _ in range(n):
+            u, b, x, a, z, _, _, ok = mv._leapfrog(u, b, x, a, z, g, eps, 1, inv_m, m, wk,
+                                                   th0, pr0)
+            g = mv._gradient(u, b, x, th0, pr0, wk)
+            worst = max(worst, abs(mv._energy(u, b, x, th0, pr0, wk)[0] + kinetic(a, z) - e0))
+        errs.append(worst)
     assert 2.5 < errs[0] / errs[1] < 6.5 and 2.5 < errs[1] / errs[2] < 6.5, errs
 
 
@@ -128,7 +145,11 @@ _GRID: dict = {}
 
 
 def _posterior_run(seed: int, pbar: float = 0.6, n_iter: int = 3):
-    """Exact posterior starts on the 12-cell circulant Gaussian model, ``n_iter`` transitions."""
+    """Exact posterior starts on the 12-cell circulant Gaussian model, ``n_iter`` transitions.
+
+    ``pbar = 0``: the whitened field with the split integrator (the default); else partially
+    non-centred with leapfrog.
+    """
     model = gaussian_model("circulant", _DATA, noise_sd=0.5)
     if "g" not in _GRID:
         _GRID["g"] = Grid2D(model, 80)
@@ -138,7 +159,8 @@ def _posterior_run(seed: int, pbar: float = 0.6, n_iter: int = 3):
     f = np.concatenate([conditional_draws(model, dict(t, mean=0.0), rng, 1) for t in thetas])
     rngs = chain_rngs(seed, N_CHAINS)
     state = state_from_fields(model, f, thetas, rngs)
-    mv = JointHMC(model, n_tune=0, step_size=0.15, trajectory=1.0, field="pncp")
+    mv = JointHMC(model, n_tune=0, step_size=0.15, trajectory=1.0,
+                  field="white" if pbar == 0.0 else "pncp")
     u_star = np.array([math.log(1.0), math.log(3.0)])
     state = state._replace(extras=_fixed_extras(mv, N_CHAINS, pbar, u_star))
     acc = 0
@@ -185,11 +207,19 @@ def test_missing_non_centring_jacobian_is_detected(monkeypatch):
 
 
 @pytest.mark.statistical
-def test_prior_invariance_with_a_flat_likelihood():
-    """With noise sd 1e4 the posterior is the prior: θ stays distributed as its hyperprior."""
+@pytest.mark.parametrize("metric", ["diag", "dense"])
+def test_prior_invariance_with_a_flat_likelihood(metric):
+    """With noise sd 1e4 the posterior is the prior: θ stays distributed as its hyperprior
+    (with a dense mass: a fixed correlated one, so the momentum draw, the kinetic energy and
+    the drift all use its off-diagonal terms)."""
     model, state, rngs = prior_start("circulant", _DATA, N_CHAINS, seed=41, stream_seed=42)
     hp = model.hyperpriors
-    mv = JointHMC(model, n_tune=0, step_size=0.2, trajectory=1.0, inv_mass=0.3)
+    mv = JointHMC(model, n_tune=0, step_size=0.2, trajectory=1.0, inv_mass=0.3, metric=metric)
+    if metric == "dense":
+        ex = mv.init_extras(N_CHAINS)
+        a = np.random.default_rng(43).normal(size=(mv.n_h, mv.n_h))
+        ex[PREFIX + "inv_mass"][:] = 0.3 * (np.eye(mv.n_h) + 0.5 * (a @ a.T) / mv.n_h)
+        state = state._replace(extras=ex)
     for _ in range(3):
         state, _ = mv.step(state, rngs)
     p_sd = stats.kstest(state.theta["sd"], hp["sd"].cdf).pvalue
@@ -198,14 +228,21 @@ def test_prior_invariance_with_a_flat_likelihood():
 
 
 # -- determinism, adaptation and errors ---------------------------------------------------------
-def test_same_draws_for_any_chain_subset_and_adaptation_in_the_state():
+def test_same_draws_for_any_chain_subset_thread_count_and_adaptation_in_the_state():
     model = poisson_model("circulant")
     thetas = [{"sd": 1.0 + 0.1 * c, "range": 4.0, "mean": 0.1 * c} for c in range(3)]
     full, _ = warm_start(model, chain_rngs(7, 3), thetas, block=5, max_blocks=2)
+    start = full
     rngs = chain_rngs(7, 3)
-    mv = JointHMC(model, n_tune=20)
+    mv = JointHMC(model, n_tune=20, threads=3)      # chains in three threads
     for _ in range(4):
         full, _ = mv.step(full, rngs)
+    seq, rngs = start, chain_rngs(7, 3)
+    mv1 = JointHMC(model, n_tune=20, threads=1)     # one after the other
+    for _ in range(4):
+        seq, _ = mv1.step(seq, rngs)
+    np.testing.assert_array_equal(full.f, seq.f)
+    np.testing.assert_array_equal(full.white, seq.white)
     one, _ = warm_start(model, chain_rngs(7, [1]), thetas[1:2], chains=[1], block=5,
                         max_blocks=2)
     r1 = chain_rngs(7, [1])
