@@ -31,16 +31,20 @@ The mode uses no random numbers; only the settling does, from each chain's strea
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import numba
 import numpy as np
 
 from .._validation import positive_int
 from ..errors import InvalidParameterError, SamplerError
 from ..models.latent import LatentGaussianModel
 from ..priors import CirculantPrior, GaussianPrior
+from ..priors._fft import available_cores
 from ._latent import loglik_at, state_from_fields
 from .state import LatentState
 
@@ -99,11 +103,12 @@ class WarmStartReport:
     settle_steps: list[int]
     settled: list[bool]
     loglik: list[float] = field(default_factory=list)
+    seconds: float = 0.0
 
     def describe(self) -> str:
         """A few lines for a log or a terminal."""
         lines = ["warm start: field from the posterior mode at each chain's start, then "
-                 "elliptical slice updates at fixed θ until log L settles"]
+                 f"elliptical slice updates at fixed θ until log L settles ({self.seconds:.1f} s)"]
         for i, c in enumerate(self.chains):
             lines.append(
                 f"  chain {c}: Newton {self.n_newton[i]} it"
@@ -114,11 +119,13 @@ class WarmStartReport:
                                                            " (cap reached)"))
         return "\n".join(lines)
 
+    __str__ = describe
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
         return {k: getattr(self, k) for k in ("chains", "theta", "mode_loglik", "n_newton",
                                                "n_cg", "converged", "settle_steps", "settled",
-                                               "loglik")}
+                                               "loglik", "seconds")}
 
 
 # -- linear algebra: (K⁻¹ + D)⁻¹ D G per right-hand side -------------------------------------------
@@ -344,7 +351,8 @@ def _replace_rows(state: LatentState, pos: Sequence[int], sub: LatentState) -> L
 def warm_start(model: LatentGaussianModel, rngs: Sequence[np.random.Generator],
                theta: Sequence[Mapping[str, float]], chains: Sequence[int] | None = None, *,
                latent: Any = None, block: int = SETTLE_BLOCK,
-               max_blocks: int = MAX_SETTLE_BLOCKS, **mode_kw: Any
+               max_blocks: int = MAX_SETTLE_BLOCKS, threads: int | None = None,
+               **mode_kw: Any
                ) -> tuple[LatentState, WarmStartReport]:
     """Chains started at the posterior mode of the field at their own ``θ``, then settled.
 
@@ -362,6 +370,9 @@ def warm_start(model: LatentGaussianModel, rngs: Sequence[np.random.Generator],
         Settling runs in blocks of ``block`` updates; a chain stops when its block mean of
         ``log L`` differs from the previous block's by less than half the block's standard
         deviation (no trend left), or after ``max_blocks`` blocks.
+    threads : int, optional
+        Chains whose modes are found at once, in threads (circulant prior; default: the
+        cores this process may use).  The result does not depend on it.
     **mode_kw
         Passed to :func:`field_mode`.
 
@@ -372,19 +383,33 @@ def warm_start(model: LatentGaussianModel, rngs: Sequence[np.random.Generator],
     """
     from .ess import EllipticalSlice
 
+    t0 = time.perf_counter()
     n = len(rngs)
     if len(theta) != n:
         raise InvalidParameterError(f"theta has {len(theta)} entries for {n} chains (rngs).")
     positive_int("block", block, "e.g. 10")
     positive_int("max_blocks", max_blocks, "e.g. 50")
     chains = list(range(n)) if chains is None else [int(c) for c in chains]
-    modes = [field_mode(model, t, **mode_kw) for t in theta]
-    # around the mode: one draw of the Laplace approximation's field noise per chain, so that
-    # the prior-dominated components start typical (the mode's are ~0: on bei at 20 m |ζ|² was
-    # 327 at the mode against ~7200 for a draw, which biases the first θ moves towards smooth
-    # long-range fields)
-    fields = np.concatenate([_laplace_perturb(model, t, md, r)
-                             for t, md, r in zip(theta, modes, rngs, strict=True)])
+    def start(c: int) -> tuple[ModeResult, np.ndarray]:
+        md = field_mode(model, theta[c], **mode_kw)
+        # around the mode: one draw of the Laplace approximation's field noise, so that the
+        # prior-dominated components start typical (the mode's are ~0: on bei at 20 m |ζ|²
+        # was 327 at the mode against ~7200 for a draw, which biases the first θ moves
+        # towards smooth long-range fields)
+        return md, _laplace_perturb(model, theta[c], md, rngs[c])
+
+    # chains are independent (no shared random numbers), so on the torus they run in threads
+    # (each with its own FFT plans, CirculantPrior._fft); the same numbers in any thread
+    k = min(n, available_cores() if threads is None else positive_int(
+        "threads", threads, "the number of chains started at once, e.g. 2"))
+    if k > 1 and isinstance(model.prior, CirculantPrior):
+        with ThreadPoolExecutor(max_workers=k, thread_name_prefix="lattice-warm",
+                                initializer=numba.set_num_threads, initargs=(1,)) as pool:
+            started = list(pool.map(start, range(n)))
+    else:
+        started = [start(c) for c in range(n)]
+    modes = [md for md, _ in started]
+    fields = np.concatenate([f for _, f in started])
     state = state_from_fields(model, fields, list(theta), rngs,
                               chains=chains, beta=np.stack([m.beta for m in modes]))
     latent = EllipticalSlice(model) if latent is None else latent
@@ -412,6 +437,6 @@ def warm_start(model: LatentGaussianModel, rngs: Sequence[np.random.Generator],
         mode_loglik=[m.loglik for m in modes], n_newton=[m.n_newton for m in modes],
         n_cg=[m.n_cg for m in modes], converged=[m.converged for m in modes],
         settle_steps=[int(x) for x in steps], settled=[bool(x) for x in settled],
-        loglik=[float(x) for x in state.loglik])
+        loglik=[float(x) for x in state.loglik], seconds=time.perf_counter() - t0)
     return state, report
 

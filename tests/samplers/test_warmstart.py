@@ -132,11 +132,13 @@ def test_bad_input_raises_before_work():
         warm_start(model, chain_rngs(0, 2), [{}])
 
 
-def test_warm_start_is_the_same_for_any_chain_subset():
+def test_warm_start_is_the_same_for_any_chain_subset_and_thread_count():
     """Chain 2's start does not depend on which other chains start with it (DESIGN §5)."""
     model = poisson_model("circulant")
     thetas = [{"sd": 1.0 + 0.1 * c, "range": 4.0, "mean": 0.1 * c} for c in range(3)]
-    full, rep = warm_start(model, chain_rngs(5, 3), thetas, block=5, max_blocks=4)
+    full, rep = warm_start(model, chain_rngs(5, 3), thetas, block=5, max_blocks=4, threads=3)
+    seq, _ = warm_start(model, chain_rngs(5, 3), thetas, block=5, max_blocks=4, threads=1)
+    np.testing.assert_array_equal(full.f, seq.f)       # modes found in threads or in turn
     alone, rep1 = warm_start(model, chain_rngs(5, [2]), thetas[2:], chains=[2], block=5,
                              max_blocks=4)
     np.testing.assert_array_equal(full.f[2], alone.f[0])
