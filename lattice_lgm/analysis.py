@@ -498,16 +498,36 @@ def residual_map(model: Any, posterior: xr.Dataset, *, bandwidth: float) -> xr.D
                                "bandwidth": b})
 
 
-def summary(model: Any, posterior: xr.Dataset, *, bound_fraction: float = 0.9) -> Any:
+#: the convergence rule of :func:`summary` (Vehtari, Gelman, Simpson, Carpenter & Bürkner 2021:
+#: rank-normalised split R-hat ≤ 1.01, bulk and tail ESS > 100 per chain for 4 chains)
+RHAT_MAX, ESS_MIN = 1.01, 400
+
+
+def summary(model: Any, posterior: xr.Dataset, *, bound_fraction: float = 0.9,
+            loglik: np.ndarray | None = None) -> Any:
     """Hyperparameters and coefficients: posterior, diagnostics and the cross-check beside.
 
     Rows: ``sd``, ``range``, ``intercept`` and each coefficient on the covariates' original
-    scale.  Columns: posterior mean, sd, 2.5 % and 97.5 % quantiles, rank-normalised R-hat and
-    bulk ESS (ArviZ), and the frequentist cross-check (minimum contrast for sd and range, the
-    Poisson GLM for the intercept and coefficients — the GLM intercept is the log mean
-    intensity, so it is compared with ``intercept + sd²/2``).  The DataFrame's ``attrs["notes"]``
-    lists warnings: R-hat above 1.01 ("not converged, run longer"), a range posterior pressing
-    on its upper bound, a grid too coarse for the posterior range.
+    scale, and ``log_likelihood`` when ``loglik`` is given.  Columns: posterior mean, sd, 2.5 %
+    and 97.5 % quantiles, rank-normalised R-hat, bulk and tail ESS (ArviZ), and the
+    frequentist cross-check (minimum contrast for sd and range, the Poisson GLM for the
+    intercept and coefficients — the GLM intercept is the log mean intensity, so it is
+    compared with ``intercept + sd²/2``).
+
+    ``attrs["converged"]`` is True when every row has R-hat ≤ :data:`RHAT_MAX` and bulk and
+    tail ESS ≥ :data:`ESS_MIN` (Vehtari et al. 2021's rule for 4 chains); ``attrs["notes"]``
+    lists what fails ("not converged, run longer"), a range posterior pressing on its upper
+    bound, a grid too coarse for the posterior range.
+
+    Parameters
+    ----------
+    model : LGCP
+    posterior : xarray.Dataset
+        ArviZ-layout posterior, dims ``(chain, draw, ...)``.
+    bound_fraction : float
+        A range draw above this fraction of its prior's upper bound counts as pressing on it.
+    loglik : ndarray, shape (chain, draw), optional
+        The log-likelihood of every draw (the run's ``sample_stats.loglik``).
 
     Returns
     -------
@@ -543,6 +563,8 @@ def summary(model: Any, posterior: xr.Dataset, *, bound_fraction: float = 0.9) -
             gi = g.intercept
         sd_hat = check.get("sd", float(np.median(rows["sd"])))
         check["intercept"] = float(gi) - sd_hat**2 / 2
+    if loglik is not None:
+        rows["log_likelihood"] = np.asarray(loglik, dtype=float)
     table = []
     for name, x in rows.items():
         x = np.asarray(x, dtype=float)
@@ -550,14 +572,20 @@ def summary(model: Any, posterior: xr.Dataset, *, bound_fraction: float = 0.9) -
         varies = bool(np.ptp(x) > 0)  # a constant row has no R-hat or ESS (ArviZ divides 0/0)
         rhat = float(az.rhat(x, method="rank")) if x.shape[0] > 1 and varies else float("nan")
         ess = float(az.ess(x, method="bulk")) if varies else float("nan")
+        tail = float(az.ess(x, method="tail")) if varies else float("nan")
         table.append({"name": name, "mean": x.mean(), "sd": x.std(ddof=1), "2.5%": q[0],
-                      "97.5%": q[1], "r_hat": rhat, "ess_bulk": ess,
+                      "97.5%": q[1], "r_hat": rhat, "ess_bulk": ess, "ess_tail": tail,
                       "cross_check": check.get(name, float("nan"))})
     df = pd.DataFrame(table).set_index("name")
     notes = []
-    bad = df.index[df["r_hat"] > 1.01].tolist()
+    bad = df.index[~(df["r_hat"] <= RHAT_MAX)].tolist()
+    few = df.index[~((df["ess_bulk"] >= ESS_MIN) & (df["ess_tail"] >= ESS_MIN))].tolist()
     if bad:
-        notes.append(f"not converged, run longer: R-hat > 1.01 for {', '.join(bad)}")
+        notes.append(f"not converged, run longer: R-hat > {RHAT_MAX:g} for {', '.join(bad)}")
+    if few:
+        notes.append(f"too few effective draws, run longer: bulk or tail ESS < {ESS_MIN} for "
+                     f"{', '.join(few)}")
+    df.attrs["converged"] = not bad and not few
     for name in ("range", "range_t"):
         upper = model.prior_spec[name].upper if name in rows else np.inf
         if np.isfinite(upper):

@@ -142,8 +142,17 @@ def _summaries(tree: Any) -> Any:
     return tree["summaries"].to_dataset() if "summaries" in children else None
 
 
-def print_summary(model: Any, posterior: Any, file: TextIO | None = None) -> Any:
-    """Print :func:`lattice_lgm.analysis.summary` and its notes (e.g. "not converged").
+def _loglik(tree: Any) -> Any:
+    """The run's per-draw log-likelihood ``(chain, draw)``, or None if it has none."""
+    children = getattr(tree, "children", {})
+    if "sample_stats" in children and "loglik" in tree["sample_stats"].ds:
+        return tree["sample_stats"]["loglik"].values
+    return None
+
+
+def print_summary(model: Any, posterior: Any, file: TextIO | None = None,
+                  loglik: Any = None) -> Any:
+    """Print :func:`lattice_lgm.analysis.summary`, its notes and whether the run converged.
 
     Parameters
     ----------
@@ -152,13 +161,17 @@ def print_summary(model: Any, posterior: Any, file: TextIO | None = None) -> Any
         ArviZ-layout posterior, dims ``(chain, draw, ...)``.
     file : text stream, optional
         Default ``sys.stdout``.
+    loglik : array-like, shape (chain, draw), optional
+        The draws' log-likelihood (a row of the table and of the convergence rule).
 
     Returns
     -------
     pandas.DataFrame or None
         The table printed (None when the run kept no field draws, which the table needs).
     """
-    from .analysis import summary
+    import numpy as np
+
+    from .analysis import ESS_MIN, RHAT_MAX, summary
 
     out = sys.stdout if file is None else file
     n_chain, n_draw = posterior.sizes["chain"], posterior.sizes["draw"]
@@ -167,7 +180,7 @@ def print_summary(model: Any, posterior: Any, file: TextIO | None = None) -> Any
               "(thin_fields = 0): the summary table needs them; maps come from the online "
               "summaries", file=out)
         return None
-    table = summary(model, posterior)
+    table = summary(model, posterior, loglik=None if loglik is None else np.asarray(loglik))
     print(f"\nposterior: {n_chain} chains × {n_draw} draws", file=out)
     print(table.to_string(float_format=lambda v: f"{v:.4g}"), file=out)
     notes = table.attrs.get("notes", [])
@@ -175,6 +188,9 @@ def print_summary(model: Any, posterior: Any, file: TextIO | None = None) -> Any
         print(f"note: {note}", file=out)
     if not notes:
         print("notes: none", file=out)
+    if table.attrs.get("converged"):
+        print(f"converged: R-hat ≤ {RHAT_MAX:g} and bulk and tail ESS ≥ {ESS_MIN} for every "
+              "row", file=out)
     return table
 
 
@@ -311,7 +327,7 @@ def _from_store(path: str) -> tuple[Any, Any, Any]:
 def _report(model: Any, tree: Any, where: str, out_dir: Path, thresholds: Sequence[float]
             ) -> None:
     post = _posterior(tree, where)
-    print_summary(model, post)
+    print_summary(model, post, loglik=_loglik(tree))
     write_maps(model, post, out_dir, thresholds, summaries=_summaries(tree))
 
 
@@ -353,7 +369,8 @@ def _cmd_resume(args: argparse.Namespace) -> int:
 
 def _cmd_summary(args: argparse.Namespace) -> int:
     _, model, store = _from_store(args.store)
-    print_summary(model, _posterior(store.open_store(args.store), args.store))
+    tree = store.open_store(args.store)
+    print_summary(model, _posterior(tree, args.store), loglik=_loglik(tree))
     return 0
 
 

@@ -451,6 +451,17 @@ def test_summary_table_diagnostics_and_notes(model):
                for n in analysis.summary(model, shifted).attrs["notes"])
     pressed = post.assign(range=post["range"] * 0 + 49.0)
     assert any("upper bound" in n for n in analysis.summary(model, pressed).attrs["notes"])
+    # the convergence rule: R-hat ≤ 1.01 and bulk and tail ESS ≥ 400, the log-likelihood too
+    assert df.attrs["converged"] and (df["ess_tail"] > 400).all()
+    ll = np.random.default_rng(1).normal(size=(4, 1000))
+    with_ll = analysis.summary(model, post, loglik=ll)
+    assert list(with_ll.index)[-1] == "log_likelihood" and with_ll.attrs["converged"]
+    stuck = analysis.summary(model, post, loglik=np.cumsum(ll, axis=1))   # a random walk
+    assert not stuck.attrs["converged"]
+    assert any("log_likelihood" in n for n in stuck.attrs["notes"])
+    short = analysis.summary(model, post.isel(draw=slice(0, 60)))          # 240 draws
+    assert not short.attrs["converged"]
+    assert any("too few effective draws" in n for n in short.attrs["notes"])
 
 
 def test_one_dimensional_lgcp_on_the_coal_mining_disasters():
