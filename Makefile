@@ -39,7 +39,8 @@ $(INSTALLED): pyproject.toml $(SYSDEPS)
 # the demo writes demo_output/bei.zarr and demo_output/bei_maps; a previous demo run is replaced
 # one thread per pool: FFTW, Numba and OpenBLAS each starting a pool per core made the chains
 # 3-40x slower (docs/architecture.md). In-process, not on Dask workers: two local Dask workers
-# of two chains took 19.8 min for this run, 17 min of it system time (docs/convergence.md)
+# of two chains took 19.8 min for this run, 17 min of it system time (docs/convergence.md);
+# the chains run in threads of this process, one per core (JointHMC's default)
 demo: setup
 	rm -rf demo_output/bei.zarr demo_output/bei_maps
 	LATTICE_LGM_FFT_THREADS=1 NUMBA_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 \

@@ -24,7 +24,8 @@ Gibbs sweeps (``prior-white``, ``surr-scalar``, ``post-scalar``: one hyperparame
 elliptical slice updates per iteration) on the circulant backend.
 
 One thread budget (issue 25): OpenBLAS, Numba, OpenMP and FFTW each get one thread (set before
-numpy is imported; recorded in the JSON), so runs are comparable on a shared 2-core machine.
+numpy is imported; recorded in the JSON), and joint HMC runs its chains in one thread per usable
+core (``chain_threads``, recorded), so runs are comparable on a shared 2-core machine.
 The machine load (1-minute load average) is recorded at each run's start and end.  Runs are
 sequential, not interleaved: each is minutes long, so the load is stated per run instead.
 
@@ -65,6 +66,9 @@ RESULTS = ROOT / "benchmarks" / "results"
 RUNS = RESULTS / "mixing_lgcp"
 THREADS = {k: os.environ[k] for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
                                       "NUMBA_NUM_THREADS", "LATTICE_LGM_FFT_THREADS")}
+# joint HMC and the warm start run chains in threads, one per usable core (each with
+# single-threaded pools): the run's whole budget is this many cores
+THREADS["chain_threads"] = str(len(os.sched_getaffinity(0)))
 RHAT_TARGET = 1.01
 FAMILY_ALPHA = 0.01
 QUANTILES = (0.05, 0.5, 0.95)
