@@ -275,6 +275,15 @@ def test_bad_settings_raise_before_sampling():
         JointHMC(model, n_tune=5)
     with pytest.raises(InvalidParameterError, match="CirculantPrior"):
         JointHMC(poisson_model("dense"))
+    with pytest.raises(InvalidParameterError, match="threads"):
+        JointHMC(model, threads=0)
+    with pytest.raises(InvalidParameterError, match="integrator"):
+        JointHMC(model, integrator="verlet")
+    with pytest.raises(InvalidParameterError, match="metric"):
+        JointHMC(model, metric="full")
+    with pytest.raises(InvalidParameterError, match="threads"):
+        warm_start(model, chain_rngs(0, 1), [{"sd": 1.2, "range": 4.0, "mean": 0.2}],
+                   threads=0)
     st, _ = warm_start(model, chain_rngs(0, 1), [{"sd": 1.2, "range": 4.0, "mean": 0.2}])
     bad = st._replace(loglik=np.array([np.nan]))
     with pytest.raises(InvalidParameterError, match="non-finite"):
