@@ -39,10 +39,19 @@ bei at 20 m: the intercept's bulk ESS rose from 14–80 to ≈ 1000 per 1200 dra
 orthogonal (restricted spatial regression) parameterisation of spatial confounding used as a
 reparameterisation only: the model is not changed.
 
-Kinetic energy ``K = ½ ρ_hᵀ M_h⁻¹ ρ_h + ½ Σ_k |ρ_k|²/m_k``: a diagonal mass on ``(u, b)`` adapted
-during warm-up, and per-frequency masses ``m_k`` on the field (unit by default, see
-:data:`FIELD_MODES` for the measured alternatives: a partially non-centred field,
-Papaspiliopoulos, Roberts & Sköld 2003, with the conditional precision as mass).
+**The split integrator** (default with the whitened field): ``U = Φ + ½|ζ|²`` with the
+field's prior part integrated exactly — ``(ζ, ρ_ζ)`` rotate by the angle ε, the exact flow of
+``½|ζ|² + ½|ρ_ζ|²`` — between half-kicks of ``∇Φ`` (the likelihood and hyperpriors only),
+while ``(u, b)`` drift as in leapfrog (Beskos, Pinski, Sanz-Serna & Stuart 2011, §4; the
+splitting of Shahbaba et al. 2014).  Symmetric, so reversible and volume-preserving; its
+energy error comes from ``Φ`` alone, so the step size does not shrink with the number of
+prior-dominated coordinates (``integrator="leapfrog"``: Neal 2011, eq. 5.18–5.20).
+
+Kinetic energy ``K = ½ ρ_hᵀ M_h⁻¹ ρ_h + ½ Σ_k |ρ_k|²/m_k``: a diagonal (or, ``metric="dense"``,
+full) mass on ``(u, b)`` adapted during warm-up, and per-frequency masses ``m_k`` on the field
+(unit by default, see :data:`FIELD_MODES` for the measured alternatives: a partially
+non-centred field, Papaspiliopoulos, Roberts & Sköld 2003, with the conditional precision as
+mass).
 
 Warm-up (``n_tune`` iterations) follows Stan's windowed adaptation: dual averaging of the step
 size towards ``target_accept`` (Hoffman & Gelman 2014, Alg. 5: γ = 0.05, t₀ = 10, κ = 0.75),
@@ -54,7 +63,10 @@ Neal 2011, §5.4.2.2), i.e. ``ceil(T/ε)`` leapfrog steps, capped at ``max_steps
 
 Every chain adapts from its own history and draws from its own stream; its adaptation state
 lives in the chain state (``LatentState.extras``), so it is checkpointed with it and a resume,
-or a run of any subset of the chains, reproduces the same draws (DESIGN §5).
+or a run of any subset of the chains, reproduces the same draws (DESIGN §5).  Chains run in
+threads (``threads``; each with its own FFT plans and buffers, the gradient's transforms pruned
+to the window, :class:`~lattice_lgm.priors._fft.WindowRealFFT`), with the same draws for any
+thread count.
 
 A position outside a hyperprior's support (or a non-finite gradient) ends the trajectory as a
 divergence: the chain stays where it was (counted in ``info``).

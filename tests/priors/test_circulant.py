@@ -494,7 +494,7 @@ def test_torus_lattice():
 
 
 def test_split_workspace_transforms_and_keeps_its_forward_input():
-    """``SplitRealFFT`` is rfftn/irfftn; ``colorize_into`` is ``colorize_spectrum`` for one field."""
+    """``SplitRealFFT`` is rfftn/irfftn; ``colorize_into`` is one field of ``colorize_spectrum``."""
     prior = CirculantPrior(Lattice((12, 10)), Matern(1.5, range=3.0))
     ws = prior.workspace(threads=1)
     rng = np.random.default_rng(3)
