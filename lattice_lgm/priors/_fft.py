@@ -68,6 +68,12 @@ def available_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def _check_effort(planner_effort: str) -> None:
+    if planner_effort not in PLANNER_EFFORTS:
+        raise InvalidParameterError(
+            f"planner_effort={planner_effort!r} is not one of {PLANNER_EFFORTS}.")
+
+
 def export_wisdom() -> tuple[bytes, ...]:
     """FFTW's accumulated wisdom, to store with a run (see the module docstring)."""
     return pyfftw.export_wisdom()
@@ -96,10 +102,7 @@ class RealFFTPlans:
         planner_effort: str = DEFAULT_PLANNER,
         threads: int | None = None,
     ) -> None:
-        if planner_effort not in PLANNER_EFFORTS:
-            raise InvalidParameterError(
-                f"planner_effort={planner_effort!r} is not one of {PLANNER_EFFORTS}."
-            )
+        _check_effort(planner_effort)
         self.torus_shape = tuple(int(m) for m in torus_shape)
         self.half_shape = (*self.torus_shape[:-1], self.torus_shape[-1] // 2 + 1)
         self.planner_effort = planner_effort
@@ -271,9 +274,7 @@ class SplitRealFFT:
 
     def __init__(self, torus_shape: tuple[int, ...], planner_effort: str = DEFAULT_PLANNER,
                  threads: int = 1) -> None:
-        if planner_effort not in PLANNER_EFFORTS:
-            raise InvalidParameterError(
-                f"planner_effort={planner_effort!r} is not one of {PLANNER_EFFORTS}.")
+        _check_effort(planner_effort)
         shape = tuple(int(m) for m in torus_shape)
         half = (*shape[:-1], shape[-1] // 2 + 1)
         axes = tuple(range(len(shape)))
@@ -340,9 +341,7 @@ class WindowRealFFT:
             raise InvalidParameterError(
                 f"WindowRealFFT needs >= 2 axes and 1 <= n0 <= {shape[0]}; got torus {shape}, "
                 f"n0={n0}.")
-        if planner_effort not in PLANNER_EFFORTS:
-            raise InvalidParameterError(
-                f"planner_effort={planner_effort!r} is not one of {PLANNER_EFFORTS}.")
+        _check_effort(planner_effort)
         n0 = int(n0)
         half = (*shape[:-1], shape[-1] // 2 + 1)
         slab = (n0, *shape[1:])
