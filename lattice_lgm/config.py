@@ -396,9 +396,10 @@ SCHEMA: tuple[Section, ...] = (
             example=100),
         Key("representation", _choice(("auto", *SAMPLER_METHODS, *REPRESENTATIONS)),
             _SAMPLER["representation"],
-            "the sampler: 'auto' (the backend's measured default: 'hmc' on circulant, "
-            "'prior-white' otherwise), 'hmc' (joint HMC, circulant), 'asis' (interweaving, "
-            "gmrf and dense), or a Murray–Adams representation of the hyperparameter move"),
+            "the sampler: 'auto' (the backend's measured default: 'hmc' on circulant and "
+            "gmrf, 'prior-white' on dense), 'hmc' (joint HMC, circulant and gmrf), 'asis' "
+            "(interweaving; gmrf, dense, and circulant kernels with a fixed-f move), or a "
+            "Murray–Adams representation of the hyperparameter move"),
         Key("n_latent", _int(1), _SAMPLER["n_latent"],
             "elliptical slice updates of the field per sweep"),
         Key("chains_per_task", _int(1), _RUN["chains_per_task"],

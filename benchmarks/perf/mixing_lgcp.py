@@ -72,25 +72,41 @@ THREADS["chain_threads"] = str(len(os.sched_getaffinity(0)))
 RHAT_TARGET = 1.01
 FAMILY_ALPHA = 0.01
 QUANTILES = (0.05, 0.5, 0.95)
-PROBLEMS = ("bei20", "bei10", "bei5", "sim256", "sim512")
-METHODS = ("hmc", "prior-white", "surr-scalar", "post-scalar")
+PROBLEMS = ("bei20", "bei10", "bei5", "sim256", "sim512", "bei20-gmrf", "bei10-gmrf",
+            "bei5-gmrf", "sim256-gmrf")
+METHODS = ("hmc", "asis", "prior-white", "surr-scalar", "post-scalar", "surr-site", "post-site")
 
 
 # -- problems ------------------------------------------------------------------------------------
-def bei(cell: float) -> Any:
-    """The ``make demo`` LGCP (examples/bei_demo.toml) at ``cell`` metres."""
+def bei(cell: float, backend: str = "circulant") -> Any:
+    """The ``make demo`` LGCP (examples/bei_demo.toml) at ``cell`` metres on ``backend``.
+
+    ``"gmrf"``: the same data, covariates and priors with the Matérn-SPDE GMRF (α = 2,
+    ν = 1, DCT-II with Neumann boundaries, padded by the range prior's bound) in place of the
+    circulant Matérn 3/2 (the demo's ``nu`` removed: the SPDE order sets it).
+    """
+    import tempfile
+
     from lattice_lgm.config import load_config
 
-    return load_config(ROOT / "examples" / "bei_demo.toml",
-                       [f"data.cell_size={cell:g}"]).build_model()
+    path = ROOT / "examples" / "bei_demo.toml"
+    if backend == "circulant":
+        return load_config(path, [f"data.cell_size={cell:g}"]).build_model()
+    text = path.read_text().replace('"../data/', f'"{ROOT}/data/').replace(
+        'backend = "circulant"\nnu = 1.5', f'backend = "{backend}"')
+    with tempfile.TemporaryDirectory() as tmp:
+        p = Path(tmp) / "bei.toml"
+        p.write_text(text)
+        return load_config(p, [f"data.cell_size={cell:g}"]).build_model()
 
 
-def simulated(n: int, seed: int = 25) -> tuple[Any, dict[str, float]]:
+def simulated(n: int, seed: int = 25, backend: str = "circulant") -> tuple[Any, dict[str, float]]:
     """An LGCP on an n×n window of unit cells with known truth (module docstring)."""
     import xarray as xr
 
     from lattice_lgm import LGCP, Lattice
     from lattice_lgm.covariance import Matern
+    from lattice_lgm.hyperpriors import PCPriorRange
     from lattice_lgm.priors import CirculantPrior
 
     truth = {"sd": 1.5, "range": 20.0, "beta_x": 0.5}
@@ -112,15 +128,23 @@ def simulated(n: int, seed: int = 25) -> tuple[Any, dict[str, float]]:
     pts = np.column_stack([np.repeat(ix, reps) + rng.random(reps.sum()),
                            np.repeat(iy, reps) + rng.random(reps.sum())])
     da = xr.DataArray(cov, dims=("y", "x"), coords={"y": c, "x": c})
-    model = LGCP(pts, (0, n, 0, n), cell_size=1.0, covariates={"x": da}, formula="~ x")
+    # the range prior: PC with P(range < n/10) = 0.05 as the LGCP default, but bounded at n/4
+    # (64 cells at 256²) instead of the default n/2: the torus is sized for the bound, and
+    # n/2 makes it 1250² at 256² (a gradient ≈ 20× the window's cost; a run of hours here)
+    rp = PCPriorRange(0.1 * n, 0.05, 2, upper=0.25 * n)
+    model = LGCP(pts, (0, n, 0, n), cell_size=1.0, covariates={"x": da}, formula="~ x",
+                 range_prior=rp, backend=backend)
     return model, truth
 
 
 def build(problem: str) -> tuple[Any, dict[str, float] | None]:
-    if problem.startswith("bei"):
-        return bei(float(problem[3:])), None
-    if problem.startswith("sim"):
-        return simulated(int(problem[3:]))
+    """``bei20``, ``sim256``, … on the circulant backend; ``-gmrf`` suffixed: the GMRF one."""
+    name, _, backend = problem.partition("-")
+    backend = backend or "circulant"
+    if name.startswith("bei"):
+        return bei(float(name[3:]), backend), None
+    if name.startswith("sim"):
+        return simulated(int(name[3:]), backend=backend)
     raise SystemExit(f"unknown problem {problem!r}; choose from {PROBLEMS}")
 
 
@@ -163,7 +187,9 @@ def run_one(problem: str, method: str, iterations: int, tune: int, budget: float
             "clock": clock, "evaluations_per_iteration": float(np.mean(steps)),
             "trace": {k: np.stack(v, axis=1).tolist() for k, v in trace.items()},
             "truth": truth, "load": [load0, os.getloadavg()[0]], "threads": THREADS,
-            "torus": list(model.prior.embedding_shape), "lattice": list(model.lattice.shape)}
+            "backend": model.backend, "torus": list(getattr(model.prior, "embedding_shape",
+                                                            model.prior.state_shape)),
+            "lattice": list(model.lattice.shape)}
 
 
 # -- analysis ------------------------------------------------------------------------------------

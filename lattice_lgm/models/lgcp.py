@@ -511,10 +511,11 @@ class LGCP:
         """The sampler :meth:`sampler` and ``sample()`` use by default, per backend.
 
         ``"hmc"`` (joint HMC over hyperparameters, coefficients and the whitened field,
-        :class:`~lattice_lgm.samplers.JointHMC`) on the circulant backend: on bei at 20 m it
-        reached R-hat ≤ 1.01 where ``prior-white`` still drifted after 6000 sweeps
-        (benchmarks/results/mixing_lgcp.json). ``"prior-white"`` on the GMRF and dense
-        backends, where joint HMC is not built yet.
+        :class:`~lattice_lgm.samplers.JointHMC`) on the circulant and GMRF backends: on bei at
+        20 m it reached R-hat ≤ 1.01 (circulant: 83 s, GMRF: 46 s) where ``prior-white``,
+        ``asis`` and ``surr-site`` were still at R-hat 1.4–2.7 after 1000 sweeps
+        (benchmarks/results/mixing_lgcp.json).  ``"prior-white"`` on the dense backend, where
+        joint HMC is not built (the gradient in θ through a Cholesky factor).
         """
         return default_method_for(self.backend)
 
@@ -526,9 +527,9 @@ class LGCP:
         ----------
         representation : str
             ``"auto"`` (:meth:`default_method`), ``"hmc"``
-            (:class:`lattice_lgm.samplers.JointHMC`, circulant), ``"asis"`` (interweaving of
-            the ``fixed`` and ``prior-white`` moves, Yu & Meng 2011; where ``fixed`` exists:
-            not for smooth kernels on the torus), or a
+            (:class:`lattice_lgm.samplers.JointHMC`, circulant and GMRF), ``"asis"``
+            (interweaving of the ``fixed`` and ``prior-white`` moves, Yu & Meng 2011; where
+            ``fixed`` exists: not for smooth kernels on the torus), or a
             Murray–Adams representation of the hyperparameter move
             (:func:`lattice_lgm.samplers.representations_for`).
         n_latent : int
@@ -697,12 +698,12 @@ class LGCP:
 
 
 #: the samplers beyond the Murray–Adams representations, and the backends each runs on
-METHODS = {"hmc": ("circulant",), "asis": ("circulant", "gmrf", "dense")}
+METHODS = {"hmc": ("circulant", "gmrf"), "asis": ("circulant", "gmrf", "dense")}
 
 
 def default_method_for(backend: str) -> str:
     """The default sampler of an LGCP on ``backend`` (see :meth:`LGCP.default_method`)."""
-    return "hmc" if backend == "circulant" else "prior-white"
+    return "hmc" if backend in METHODS["hmc"] else "prior-white"
 
 
 def _smoothness(backend: str, nu: Any, alpha: Any, ndim: int) -> tuple[float, int | None]:

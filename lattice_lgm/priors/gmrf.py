@@ -1135,6 +1135,35 @@ class GMRFPrior(GaussianPrior):
         return obj
 
     # -- extras -----------------------------------------------------------------------------------
+    @property
+    def spectral_neumann(self) -> bool:
+        """Whether ``Q = Uᵀ diag(q) U`` with ``U`` the orthonormal DCT-II of the state.
+
+        True for the Matérn-SPDE model with ``solver="spectral"`` and Neumann boundaries:
+        then the white vector is ``ζ = q^½ ⊙ U x`` (real, ``white_shape == state_shape``)
+        and :attr:`coefficient_sd` is ``q^{-½}`` (what joint HMC differentiates).
+        """
+        return (self.model == "matern" and self.solver == "spectral"
+                and self._struct.boundary == "neumann")
+
+    @property
+    def coefficient_sd(self) -> np.ndarray:
+        """``q^{-½}``: the standard deviation of each DCT-II coefficient, shape ``white_shape``.
+
+        ``colorize(ζ) = Uᵀ(coefficient_sd ⊙ ζ)``; proportional to ``sd``.  Only where
+        :attr:`spectral_neumann` holds.
+
+        Raises
+        ------
+        InvalidParameterError
+            For any other model, solver or boundary (no real orthonormal diagonalising basis).
+        """
+        if not self.spectral_neumann:
+            raise InvalidParameterError(
+                f"coefficient_sd needs GMRFPrior.matern with solver='spectral' and "
+                f"boundary='neumann'; this prior is {self.model!r} with solver={self.solver!r}.")
+        return self._engine.inv_sqrt_q
+
     def precision_matrix(self) -> sparse.csc_matrix:
         """The sparse precision ``Q`` on the state, CSC, shape ``(state_size, state_size)``.
 

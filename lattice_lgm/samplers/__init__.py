@@ -13,7 +13,8 @@ module                 algorithm
 ``slice``              generic univariate and hyperrectangle slice samplers (Neal 2003)
 ``gibbs``              a sweep: hyperparameter moves then k latent updates
 ``state``              chain state, per-chain random streams, white representations
-``hmc``                joint HMC over (θ, β, whitened field) on circulant priors, with Stan's
+``hmc``                joint HMC over (θ, β, whitened field) on circulant priors and spectral
+                       Matérn-SPDE GMRFs (FFT / DCT-II gradients), with Stan's
                        windowed adaptation carried in the chain state
 ``warmstart``          the field's posterior mode at fixed θ (Newton with the prior's own
                        solves) and the warm start of chains from it

@@ -8,6 +8,11 @@ The non-centred state of a latent Gaussian model on a circulant prior is
                      ζ = the unitary half-spectrum of the field's white noise (the state's
                          ``white``), f = F⁻¹(√λ_θ ⊙ ζ) on the torus,
 
+and on a Matérn-SPDE GMRF with the spectral engine (Neumann boundaries; the LGCP's ``gmrf``
+backend) the same with ``ζ`` the real DCT-II coefficients of the white noise on the padded
+lattice, ``f = Uᵀ(q_θ^{-½} ⊙ ζ)``, ``U`` orthonormal (:class:`_DCTOps`): every formula below
+holds with ``F_u → U``, ``√λ → q^{-½}`` and unit weights.
+
 with potential ``U(x) = −log L(η) − Σ_k log p_h(u_k) + ½|ζ|² + ½|b|²`` (the white-noise and
 coefficient priors are standard normal).  All of ``x`` moves at once along Hamiltonian
 trajectories (Duane et al. 1987; Neal 2011, §5.3.3: leapfrog, then a Metropolis–Hastings
@@ -82,12 +87,13 @@ from typing import Any
 
 import numba
 import numpy as np
+import scipy.fft
 import scipy.linalg
 
 from .._validation import positive_float, positive_int
 from ..errors import InvalidParameterError, ParameterOutOfBoundsError
 from ..models.latent import LatentGaussianModel
-from ..priors import CirculantPrior
+from ..priors import CirculantPrior, GMRFPrior
 from ..priors._fft import SplitRealFFT, WindowRealFFT, available_cores
 from ._latent import loglik_at
 from .state import LatentState, stack_theta
@@ -172,13 +178,16 @@ def adaptation_windows(n_tune: int) -> list[tuple[int, int]]:
 
 
 class JointHMC:
-    """One HMC transition of ``(θ, β, field)`` per chain on a circulant prior (a full sweep).
+    """One HMC transition of ``(θ, β, field)`` per chain (a full sweep).
 
     Parameters
     ----------
     model : LatentGaussianModel
-        On a :class:`~lattice_lgm.priors.CirculantPrior` (other backends: not yet; use the
-        Murray–Adams moves or :func:`lattice_lgm.samplers.interweaving`).
+        On a :class:`~lattice_lgm.priors.CirculantPrior` (FFT) or a
+        :meth:`GMRFPrior.matern <lattice_lgm.priors.GMRFPrior.matern>` with the spectral
+        engine and Neumann boundaries (DCT-II; the LGCP's ``gmrf`` backend).  Other priors
+        (dense, CAR, CHOLMOD-solved or periodic GMRFs) raise: use the Murray–Adams moves or the
+        interweaving sweep (``LGCP.sampler("asis")``) there.
     n_tune : int
         Warm-up iterations during which the step size and the mass adapt (the run's ``tune``);
         0 uses ``step_size`` and unit masses as given.
@@ -220,11 +229,7 @@ class JointHMC:
                  threads: int | None = None) -> None:
         if not isinstance(model, LatentGaussianModel):
             raise InvalidParameterError(f"model={model!r} must be a LatentGaussianModel.")
-        if not isinstance(model.prior, CirculantPrior):
-            raise InvalidParameterError(
-                f"JointHMC runs on a CirculantPrior (gradients through its FFT); the model's "
-                f"prior is {type(model.prior).__name__}. Use the Murray–Adams moves "
-                "(LGCP.sampler('prior-white')) or the interweaving sweep on this backend.")
+        self._ops = _field_ops(model.prior)
         if not model.hyper_names:
             raise InvalidParameterError(
                 "the model samples no hyperparameters; JointHMC needs at least one.")
@@ -386,11 +391,11 @@ class JointHMC:
             prior = model.prior_for(theta, prior0)
         except (InvalidParameterError, ParameterOutOfBoundsError):
             return math.inf, None
-        sig = np.sqrt(prior.eigenvalues)
+        sig = self._ops.sigma(prior)
         if np.any((sig == 0.0) & (wk != 1.0)):
             return math.inf, None  # a bin the map needs vanished (never inside the torus' sizing)
         zeta = self._pow(sig, wk - 1.0) * x
-        f = prior.colorize_into(zeta, self._workspace(prior)).copy()[None]
+        f = self._ops.colorize(prior, zeta, self._workspace(prior)).copy()[None]
         u, b = self._physical(u, b, f.reshape(-1)[model.state_index])
         if not self._in_support(u):
             return math.inf, None
@@ -398,7 +403,7 @@ class JointHMC:
         beta = model.beta_sd * b
         ll = float(loglik_at(model, f, beta[None], [theta])[0])
         lh = [float(h.logpdf_unconstrained(v)) for h, v in zip(self._hp, u, strict=True)]
-        w = prior.half_weights
+        w = self._ops.weights(prior)
         jac = self._log_jacobian(sig, wk, w)
         energy = (-ll - sum(lh) + 0.5 * float(np.sum(w * (zeta.real ** 2 + zeta.imag ** 2)))
                   + jac + 0.5 * float(b @ b))
@@ -420,12 +425,12 @@ class JointHMC:
         sd = float(theta.get("sd", prior0.params.get("sd", 1.0)))
         if self._table is not None:
             k = self._table_index
-            val = self._table.at(float(u[k]), prior0, sd)
+            val = self._table.at(float(u[k]), prior0, self._ops, sd)
             if val is not None:
                 a, da = val
                 return a, {k: da}, 0
         prior = model.prior_for(theta, prior0)
-        sq = np.sqrt(prior.eigenvalues)
+        sq = self._ops.sigma(prior)
         out, n_cov = {}, 1
         for k in self._fd_params:
             # central difference (one-sided at a bound of the support)
@@ -438,8 +443,7 @@ class JointHMC:
                     continue
                 u2 = u.copy()
                 u2[k] = v
-                ends.append(np.sqrt(model.prior_for(self._theta_of(u2, theta),
-                                                    prior).eigenvalues))
+                ends.append(self._ops.sigma(model.prior_for(self._theta_of(u2, theta), prior)))
                 n_cov += 1
             out[k] = (ends[1] - ends[0]) / (hi - lo)
         return sq, out, n_cov
@@ -504,7 +508,7 @@ class JointHMC:
         # ever written (the same sites every time)
         ws.fwd_in.reshape(-1)[idx] = g_field
         gk_raw = ws.forward()
-        c = prior0.half_weights
+        c = self._ops.weights(prior0)
         if white and len(dsq) <= 1:
             # one fused pass: ∂U/∂x = x − σĝ and the sums Σ c σ Re(ĝ* x), Σ c ∂σ Re(ĝ* x)
             k_cov = next(iter(dsq), -1)
@@ -592,11 +596,11 @@ class JointHMC:
         cache = getattr(self._local, "ws", None)
         if cache is None:
             cache = self._local.ws = {}
-        key = (prior0.embedding_shape, window)
+        key = (self._ops.key(prior0), window)
         ws = cache.get(key)
         if ws is None:
-            ws = cache[key] = prior0.workspace(
-                threads=1 if getattr(self._local, "in_pool", False) else None, window=window)
+            ws = cache[key] = self._ops.workspace(
+                prior0, 1 if getattr(self._local, "in_pool", False) else None, window)
         return ws
 
     def _dlogprior(self, k: int, u: np.ndarray) -> float:
@@ -623,12 +627,12 @@ class JointHMC:
         cached = self._mass_cache.get(c)
         if cached is not None and cached[0] == key:
             return cached[1], cached[2]
-        shape = prior0.half_shape
+        shape = self._ops.sigma(prior0).shape
         if pbar == 0.0 or self.field == "white":
             wk, m = np.ones(shape), np.ones(shape)
         else:
             th = self._theta_of(ex[PREFIX + "mass_u"][c], theta0)
-            lam = self.model.prior_for(th, prior0).eigenvalues
+            lam = self._ops.sigma(self.model.prior_for(th, prior0)) ** 2
             if ex[PREFIX + "centred"][c] and self.field == "pncp":
                 wk = 1.0 / (1.0 + pbar * lam)
                 wk[pbar * lam < 1e-8] = 1.0  # effectively whitened (incl. clipped bins)
@@ -676,8 +680,8 @@ class JointHMC:
                                  prior0.state_size, u0)
         inv_m = ex[PREFIX + "inv_mass"][c]
         wk, m_z = self._field_params(c, ex, theta0, prior0)
-        w = prior0.half_weights
-        sig0 = np.sqrt(prior0.eigenvalues)
+        w = self._ops.weights(prior0)
+        sig0 = self._ops.sigma(prior0)
         z0 = self._pow(sig0, 1.0 - wk) * zeta0     # the partially non-centred field x
         jac0 = self._log_jacobian(sig0, wk, w)
 
@@ -687,7 +691,7 @@ class JointHMC:
 
         # momentum: N(0, M) — (u, b) with the diagonal mass, ζ with the per-frequency mass
         rho_h = _momentum(inv_m, rng.standard_normal(self.n_h))
-        rho_z = np.sqrt(m_z) * prior0.draw_spectrum(rng)
+        rho_z = np.sqrt(m_z) * self._ops.draw(prior0, rng)
         jitter = rng.uniform(0.5, 1.5)
         log_u = math.log(rng.random())
         ll0 = float(state.loglik[c])
@@ -805,7 +809,7 @@ class JointHMC:
             if self._split:
                 _rotate(z, rz, math.cos(eps), math.sin(eps))
             else:
-                _drift(z, rz, eps, m_z)
+                (_drift_real if self._ops.real else _drift)(z, rz, eps, m_z)
             res = self._gradient(u, b, z, theta0, prior0, wk)
             n_grad += 1
             if res is None:
@@ -934,6 +938,121 @@ def _momentum(inv_m: np.ndarray, z: np.ndarray) -> np.ndarray:
     return scipy.linalg.solve_triangular(np.linalg.cholesky(inv_m).T, z, lower=False)
 
 
+class _TorusOps:
+    """The circulant prior's whitened field: the unitary half-spectrum ``ζ`` of white noise.
+
+    ``f = F_u⁻¹(√λ ⊙ ζ)`` on the torus; bins weigh 1 or 2 in the full spectrum
+    (:attr:`CirculantPrior.half_weights`); the FFTs run through per-thread workspaces, the
+    gradient's pruned to the window (:class:`~lattice_lgm.priors._fft.WindowRealFFT`).
+    """
+
+    real = False
+
+    @staticmethod
+    def sigma(prior: CirculantPrior) -> np.ndarray:
+        """``√λ`` over the half-spectrum (the field's standard deviation per bin)."""
+        return np.sqrt(prior.eigenvalues)
+
+    @staticmethod
+    def weights(prior: CirculantPrior) -> np.ndarray:
+        return prior.half_weights
+
+    @staticmethod
+    def draw(prior: CirculantPrior, rng: np.random.Generator) -> np.ndarray:
+        return prior.draw_spectrum(rng)
+
+    @staticmethod
+    def colorize(prior: CirculantPrior, zeta: np.ndarray, ws: Any) -> np.ndarray:
+        return prior.colorize_into(zeta, ws)
+
+    @staticmethod
+    def workspace(prior: CirculantPrior, threads: int | None, window: bool) -> Any:
+        return prior.workspace(threads=threads, window=window)
+
+    @staticmethod
+    def key(prior: CirculantPrior) -> tuple[int, ...]:
+        return tuple(prior.embedding_shape)
+
+
+class _DCTWorkspace:
+    """The orthonormal DCT-II of one padded lattice, with :class:`SplitRealFFT`'s interface.
+
+    ``bwd_in`` → :meth:`backward` is the inverse transform ``Uᵀ`` (coefficients to field),
+    ``fwd_in`` → :meth:`forward` the forward one ``U`` (field to coefficients); ``size = 1``
+    because both are already orthonormal (the circulant workspace's unnormalised FFTs carry
+    ``√M``).  scipy's pocketfft with one worker: thread-safe, no plans.
+    """
+
+    size = 1
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.bwd_in = np.zeros(shape)
+        self.fwd_in = np.zeros(shape)
+
+    def backward(self) -> np.ndarray:
+        return scipy.fft.idctn(self.bwd_in, type=2, norm="ortho", workers=1)
+
+    def forward(self) -> np.ndarray:
+        return scipy.fft.dctn(self.fwd_in, type=2, norm="ortho", workers=1)
+
+
+class _DCTOps:
+    """A Matérn-SPDE GMRF's whitened field (spectral engine, Neumann boundaries).
+
+    ``Q = Uᵀ diag(q) U`` with ``U`` the orthonormal DCT-II of the padded lattice
+    (:class:`~lattice_lgm.priors.GMRFPrior`), so the state's white vector ``ζ = q^½ ⊙ U f`` is
+    real, one coefficient per cell, each of weight 1, and ``f = Uᵀ(σ ⊙ ζ)`` with
+    ``σ = q^{-½}`` proportional to ``sd``: the same algebra as the torus with a real
+    orthonormal transform in place of the unitary FFT (the gradient in ``ζ`` is
+    ``ζ − σ ⊙ U Sᵀg``).  The transforms are not pruned (the padding is about one range).
+    """
+
+    real = True
+
+    @staticmethod
+    def sigma(prior: GMRFPrior) -> np.ndarray:
+        return prior.coefficient_sd
+
+    @staticmethod
+    def weights(prior: GMRFPrior) -> np.ndarray:
+        return np.ones(prior.white_shape)
+
+    @staticmethod
+    def draw(prior: GMRFPrior, rng: np.random.Generator) -> np.ndarray:
+        return rng.standard_normal(prior.white_shape)
+
+    @staticmethod
+    def colorize(prior: GMRFPrior, zeta: np.ndarray, ws: _DCTWorkspace) -> np.ndarray:
+        np.multiply(zeta, prior.coefficient_sd, out=ws.bwd_in)
+        return ws.backward()
+
+    @staticmethod
+    def workspace(prior: GMRFPrior, threads: int | None, window: bool) -> _DCTWorkspace:
+        return _DCTWorkspace(prior.white_shape)
+
+    @staticmethod
+    def key(prior: GMRFPrior) -> tuple[int, ...]:
+        return tuple(prior.white_shape)
+
+
+def _field_ops(prior: Any) -> type[_TorusOps] | type[_DCTOps]:
+    """The whitened field's operations for ``prior``, or an error naming what to use instead."""
+    if isinstance(prior, CirculantPrior):
+        return _TorusOps
+    if isinstance(prior, GMRFPrior) and prior.spectral_neumann:
+        return _DCTOps
+    what = type(prior).__name__
+    if isinstance(prior, GMRFPrior):
+        what = f"GMRFPrior.{prior.model} with solver={prior.solver!r}" + (
+            f", boundary={prior._fixed.get('boundary')!r}" if prior.model == "matern" else "")
+    raise InvalidParameterError(
+        f"JointHMC needs a prior whose whitened field has a fast orthonormal transform: a "
+        f"CirculantPrior (FFT) or GMRFPrior.matern with solver='spectral' and "
+        f"boundary='neumann' (DCT); the model's prior is {what}. Use one of those (LGCP's "
+        "backends 'circulant' and 'gmrf' are), or the Murray–Adams moves "
+        "(LGCP.sampler('prior-white')) or the interweaving sweep ('asis') on this one.")
+
+
 class _SpectrumTable:
     """``√λ₁`` (unit sd) of a circulant prior on a fixed grid of ``u = log range``, lazily.
 
@@ -949,21 +1068,21 @@ class _SpectrumTable:
         self.u_max = u_max
         self.nodes: dict[int, np.ndarray] = {}
 
-    def _node(self, j: int, prior: CirculantPrior) -> np.ndarray:
+    def _node(self, j: int, prior: Any, ops: Any) -> np.ndarray:
         a = self.nodes.get(j)
         if a is None:
-            a = np.sqrt(prior.with_params(sd=1.0, range=math.exp(j * self.STEP)).eigenvalues)
+            a = ops.sigma(prior.with_params(sd=1.0, range=math.exp(j * self.STEP)))
             self.nodes[j] = a
         return a
 
-    def at(self, u: float, prior: CirculantPrior,
+    def at(self, u: float, prior: Any, ops: Any,
            scale: float = 1.0) -> tuple[np.ndarray, np.ndarray] | None:
         """``scale · √λ₁(u)`` and ``scale · ∂√λ₁/∂u`` (one fused pass), or None past the bound."""
         j = math.floor(u / self.STEP)
         if (j + 1) * self.STEP > self.u_max:
             return None
         t = u / self.STEP - j
-        a0, a1 = self._node(j, prior), self._node(j + 1, prior)
+        a0, a1 = self._node(j, prior, ops), self._node(j + 1, prior, ops)
         return _interpolate(a0, a1, t, 1.0 / self.STEP, scale)
 
 
@@ -1038,3 +1157,11 @@ def _drift(z, r, eps, m):  # pragma: no cover - compiled
     for i in range(zf.size):
         # r / m part by part: numpy's complex ÷ real, without a complex division
         zf[i] = zf[i] + eps * complex(rf[i].real / mf[i], rf[i].imag / mf[i])
+
+
+@numba.njit(cache=True, nogil=True)
+def _drift_real(z, r, eps, m):  # pragma: no cover - compiled
+    """``z += ε r / m`` in place for a real field (the DCT coefficients of a GMRF)."""
+    zf, rf, mf = z.ravel(), r.ravel(), m.ravel()
+    for i in range(zf.size):
+        zf[i] = zf[i] + eps * (rf[i] / mf[i])

@@ -39,7 +39,7 @@ HYPER = {"sd": LogNormal(np.log(0.8), 0.3), "range": LogNormal(np.log(3.0), 0.3,
 
 CASES = [("circulant", "prior-white"), ("circulant", "surr-scalar"),
          ("circulant", "post-scalar"), ("dense", "surr-site"), ("dense", "post-taylor"),
-         ("gmrf", "prior-white"), ("circulant", "hmc")]
+         ("gmrf", "prior-white"), ("circulant", "hmc"), ("gmrf", "hmc")]
 if HAS_CHOLMOD:
     CASES += [("gmrf", "surr-site"), ("gmrf", "post-site")]
 

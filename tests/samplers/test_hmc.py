@@ -1,4 +1,5 @@
-"""Joint HMC over (θ, β, field) on circulant priors: gradients, the integrator, exactness.
+"""Joint HMC over (θ, β, field) on circulant and spectral GMRF priors: gradients, the
+integrator, exactness.
 
 Statistical tests follow ``test_hyper``: independent chains start at exact draws of the target
 (quadrature over (sd, range) and exact conditional fields, or the prior), take a few
@@ -17,10 +18,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from lattice_lgm import Lattice
 from lattice_lgm.errors import InvalidParameterError
-from lattice_lgm.hyperpriors import Hyperprior
+from lattice_lgm.hyperpriors import Hyperprior, LogNormal, PCPriorSD
+from lattice_lgm.likelihoods import Poisson
+from lattice_lgm.models.latent import LatentGaussianModel
+from lattice_lgm.priors import GMRFPrior
 from lattice_lgm.samplers import JointHMC, chain_rngs, state_from_fields, warm_start
-from lattice_lgm.samplers.hmc import PREFIX, adaptation_windows
+from lattice_lgm.samplers.hmc import PREFIX, _SpectrumTable, adaptation_windows
 
 from .cases import Grid2D, conditional_draws, gaussian_model, prior_start
 from .test_warmstart import poisson_model
@@ -42,8 +47,9 @@ def _fixed_extras(mv: JointHMC, n: int, pbar: float, u_star: np.ndarray) -> dict
 
 
 # -- gradients and the integrator ---------------------------------------------------------------
-def _setup(table: bool, field: str = "pncp", integrator: str = "split"):
-    model = poisson_model("circulant")
+def _setup(table: bool, field: str = "pncp", integrator: str = "split",
+           backend: str = "circulant"):
+    model = poisson_model(backend)
     st, _ = warm_start(model, chain_rngs(0, 1), [{"sd": 1.2, "range": 4.0, "mean": 0.2}])
     mv = JointHMC(model, n_tune=50, field=field, integrator=integrator)
     if not table:
@@ -54,24 +60,28 @@ def _setup(table: bool, field: str = "pncp", integrator: str = "split"):
     ex[PREFIX + "centred"][:] = 1
     th0, pr0 = st.theta_of(0), st.priors[0]
     wk, m = mv._field_params(0, ex, th0, pr0)
-    x0 = mv._pow(np.sqrt(pr0.eigenvalues), 1 - wk) * st.white[0]
+    x0 = mv._pow(mv._ops.sigma(pr0), 1 - wk) * st.white[0]
     b0 = st.beta[0] / model.beta_sd
     # the effective fixed effects (the shear) of this state
     u0, b0 = mv._effective(u0, b0, st.f[0].reshape(-1)[model.state_index])
     return model, mv, st, u0, b0, x0, th0, pr0, wk, m
 
 
+@pytest.mark.parametrize("backend", ["circulant", "gmrf"])
 @pytest.mark.parametrize("field", ["white", "white-leapfrog", "pncp"])
 @pytest.mark.parametrize("table", [False, True], ids=["exact-spectra", "spectrum-table"])
-def test_gradient_matches_finite_differences(table, field):
+def test_gradient_matches_finite_differences(table, field, backend):
     """∇U in (log sd, log range, mean, β) and along a random field direction, against central
-    differences of the exact U (relative 1e-6 with exact spectra; 2e-3 with the table, whose
-    √λ is linear between nodes 1 % of the range apart), with the fixed effects' shear, for the
-    whitened field and the partially non-centred one.  With the split integrator the field's
-    gradient leaves out the prior's ``x`` (integrated exactly): ∇U = that + x."""
+    differences of the exact U (relative 1e-6 with exact spectra; with the table, whose σ = √λ
+    is linear between nodes STEP = 0.01 apart in log range, the chord's slope differs from the
+    tangent's by ≤ STEP/2 · |σ''/σ'| ≤ STEP, σ growing at most as range² — the GMRF's low
+    frequencies, q^-½ ∝ κ^-2; measured 0.2 % there), with the fixed effects' shear, for the
+    whitened field and the partially non-centred one, on the torus (FFT) and on the GMRF's
+    padded lattice (DCT-II).  With the split integrator the field's gradient leaves out the
+    prior's ``x`` (integrated exactly): ∇U = that + x."""
     integrator = "leapfrog" if field == "white-leapfrog" else "split"
     field = field.split("-")[0]
-    _model, mv, _st, u0, b0, x0, th0, pr0, wk, _ = _setup(table, field, integrator)
+    _model, mv, _st, u0, b0, x0, th0, pr0, wk, _ = _setup(table, field, integrator, backend)
     if field == "pncp":
         assert 0.0 < wk.min() < 0.5 and wk.max() == 1.0  # a genuinely partial non-centring
     else:
@@ -80,7 +90,7 @@ def test_gradient_matches_finite_differences(table, field):
     assert mv._split == (field == "white" and integrator == "split")
     if mv._split:
         gx = gx + x0
-    tol = 2e-3 if table else 1e-6
+    tol = _SpectrumTable.STEP if table else 1e-6
     h = 1e-5
     nu = len(u0)
     for k in range(len(gh)):
@@ -90,27 +100,29 @@ def test_gradient_matches_finite_differences(table, field):
         dn = mv._energy(u0 - d[:nu], b0 - d[nu:], x0, th0, pr0, wk)[0]
         fd = (up - dn) / (2 * h)
         assert abs(gh[k] - fd) <= tol * max(1.0, abs(fd)), (k, gh[k], fd)
-    dz = pr0.draw_spectrum(np.random.default_rng(3))
+    dz = mv._ops.draw(pr0, np.random.default_rng(3))
     up = mv._energy(u0, b0, x0 + h * dz, th0, pr0, wk)[0]
     dn = mv._energy(u0, b0, x0 - h * dz, th0, pr0, wk)[0]
     fd = (up - dn) / (2 * h)
-    an = float(np.sum(pr0.half_weights * (np.conj(gx) * dz).real))
+    an = float(np.sum(mv._ops.weights(pr0) * (np.conj(gx) * dz).real))
     assert abs(an - fd) <= tol * max(1.0, abs(fd))
 
 
+@pytest.mark.parametrize("backend", ["circulant", "gmrf"])
 @pytest.mark.parametrize("field", ["pncp", "white"], ids=["leapfrog", "split"])
-def test_integrator_is_reversible_and_its_energy_error_is_second_order(field):
+def test_integrator_is_reversible_and_its_energy_error_is_second_order(field, backend):
     """Forward n steps, flip the momenta, n steps back: the start again (to 1e-9). The energy
     error of a fixed-length trajectory falls ~4x when ε halves (leapfrog and the split
     integrator are O(ε²))."""
-    _model, mv, _st, u0, b0, x0, th0, pr0, wk, m = _setup(table=True, field=field)
+    _model, mv, _st, u0, b0, x0, th0, pr0, wk, m = _setup(table=True, field=field,
+                                                         backend=backend)
     assert mv._split == (field == "white")
     rng = np.random.default_rng(5)
     # a dense inverse mass with correlations (the diagonal one is its special case)
     a = rng.normal(size=(mv.n_h, mv.n_h))
     inv_m = 0.05 * (np.eye(mv.n_h) + 0.3 * (a @ a.T) / mv.n_h)
     rh = np.linalg.solve(np.linalg.cholesky(inv_m).T, rng.standard_normal(mv.n_h))
-    rz = np.sqrt(m) * pr0.draw_spectrum(rng)
+    rz = np.sqrt(m) * mv._ops.draw(pr0, rng)
     g0 = mv._gradient(u0, b0, x0, th0, pr0, wk)
     u, b, x, rh1, rz1, _, _, ok = mv._leapfrog(u0, b0, x0, rh, rz, g0, 0.02, 10, inv_m, m, wk,
                                                th0, pr0)
@@ -123,7 +135,7 @@ def test_integrator_is_reversible_and_its_energy_error_is_second_order(field):
 
     def kinetic(a, z):
         return 0.5 * float(a @ (inv_m @ a)) + 0.5 * float(
-            np.sum(pr0.half_weights * (z.real ** 2 + z.imag ** 2) / m))
+            np.sum(mv._ops.weights(pr0) * (z.real ** 2 + z.imag ** 2) / m))
 
     e0 = mv._energy(u0, b0, x0, th0, pr0, wk)[0] + kinetic(rh, rz)
     errs = []
@@ -144,16 +156,16 @@ def test_integrator_is_reversible_and_its_energy_error_is_second_order(field):
 _GRID: dict = {}
 
 
-def _posterior_run(seed: int, pbar: float = 0.6, n_iter: int = 3):
-    """Exact posterior starts on the 12-cell circulant Gaussian model, ``n_iter`` transitions.
+def _posterior_run(seed: int, pbar: float = 0.6, n_iter: int = 3, backend: str = "circulant"):
+    """Exact posterior starts on the 12-cell Gaussian model, ``n_iter`` transitions.
 
     ``pbar = 0``: the whitened field with the split integrator (the default); else partially
     non-centred with leapfrog.
     """
-    model = gaussian_model("circulant", _DATA, noise_sd=0.5)
-    if "g" not in _GRID:
-        _GRID["g"] = Grid2D(model, 80)
-    grid = _GRID["g"]
+    model = gaussian_model(backend, _DATA, noise_sd=0.5)
+    if backend not in _GRID:
+        _GRID[backend] = Grid2D(model, 80)
+    grid = _GRID[backend]
     rng = np.random.default_rng(seed)
     thetas = grid.sample(rng, N_CHAINS)
     f = np.concatenate([conditional_draws(model, dict(t, mean=0.0), rng, 1) for t in thetas])
@@ -172,11 +184,14 @@ def _posterior_run(seed: int, pbar: float = 0.6, n_iter: int = 3):
 
 
 @pytest.mark.statistical
-@pytest.mark.parametrize("pbar", [0.0, 4.0], ids=["whitened", "partially-centred"])
-def test_hyperparameter_posterior_matches_quadrature(pbar):
+@pytest.mark.parametrize(("pbar", "backend"), [(0.0, "circulant"), (4.0, "circulant"),
+                                               (0.0, "gmrf")],
+                         ids=["whitened", "partially-centred", "whitened-gmrf"])
+def test_hyperparameter_posterior_matches_quadrature(pbar, backend):
     """From exact posterior draws, HMC leaves p(sd, range | y) (quadrature) invariant, with
-    the whitened field (p̄ = 0) and with a partially non-centred one (p̄ = 4: w down to 0.05)."""
-    p, acc = _posterior_run(seed=31, pbar=pbar)
+    the whitened field (p̄ = 0) and with a partially non-centred one (p̄ = 4: w down to 0.05),
+    on the torus and on the GMRF's padded lattice."""
+    p, acc = _posterior_run(seed=31, pbar=pbar, backend=backend)
     assert acc > 0.5  # the transitions move
     assert min(p) > ALPHA, p
 
@@ -186,8 +201,8 @@ def test_hyperparameter_posterior_matches_quadrature(pbar):
 def test_missing_hyperprior_jacobian_is_detected(monkeypatch):
     """Dropping the log-scale Jacobian (+u) of the hyperpriors makes the quadrature test fail."""
     model = gaussian_model("circulant", _DATA, noise_sd=0.5)
-    if "g" not in _GRID:
-        _GRID["g"] = Grid2D(model, 80)
+    if "circulant" not in _GRID:
+        _GRID["circulant"] = Grid2D(model, 80)
 
     def no_jacobian(self, u):
         return self.logpdf(np.exp(np.asarray(u, dtype=float)))
@@ -207,12 +222,13 @@ def test_missing_non_centring_jacobian_is_detected(monkeypatch):
 
 
 @pytest.mark.statistical
-@pytest.mark.parametrize("metric", ["diag", "dense"])
-def test_prior_invariance_with_a_flat_likelihood(metric):
+@pytest.mark.parametrize(("metric", "backend"), [("diag", "circulant"), ("dense", "circulant"),
+                                                 ("diag", "gmrf")])
+def test_prior_invariance_with_a_flat_likelihood(metric, backend):
     """With noise sd 1e4 the posterior is the prior: θ stays distributed as its hyperprior
     (with a dense mass: a fixed correlated one, so the momentum draw, the kinetic energy and
     the drift all use its off-diagonal terms)."""
-    model, state, rngs = prior_start("circulant", _DATA, N_CHAINS, seed=41, stream_seed=42)
+    model, state, rngs = prior_start(backend, _DATA, N_CHAINS, seed=41, stream_seed=42)
     hp = model.hyperpriors
     mv = JointHMC(model, n_tune=0, step_size=0.2, trajectory=1.0, inv_mass=0.3, metric=metric)
     if metric == "dense":
@@ -228,8 +244,9 @@ def test_prior_invariance_with_a_flat_likelihood(metric):
 
 
 # -- determinism, adaptation and errors ---------------------------------------------------------
-def test_same_draws_for_any_chain_subset_thread_count_and_adaptation_in_the_state():
-    model = poisson_model("circulant")
+@pytest.mark.parametrize("backend", ["circulant", "gmrf"])
+def test_same_draws_for_any_chain_subset_thread_count_and_adaptation_in_the_state(backend):
+    model = poisson_model(backend)
     thetas = [{"sd": 1.0 + 0.1 * c, "range": 4.0, "mean": 0.1 * c} for c in range(3)]
     full, _ = warm_start(model, chain_rngs(7, 3), thetas, block=5, max_blocks=2)
     start = full
@@ -273,8 +290,16 @@ def test_bad_settings_raise_before_sampling():
         JointHMC(model, target_accept=1.0)
     with pytest.raises(InvalidParameterError, match="too short"):
         JointHMC(model, n_tune=5)
-    with pytest.raises(InvalidParameterError, match="CirculantPrior"):
+    with pytest.raises(InvalidParameterError, match=r"CirculantPrior.*DensePrior"):
         JointHMC(poisson_model("dense"))
+    lat = Lattice((6, 5), spacing=1.0)
+    for prior in (GMRFPrior.matern(lat, sd=1.0, range=3.0, boundary="periodic"),
+                  GMRFPrior.car(lat, rho=0.5)):
+        hp = ({"sd": PCPriorSD(2.0, 0.1)} if prior.model == "matern"
+              else {"tau": LogNormal(0.0, 1.0)})
+        bad_model = LatentGaussianModel(prior, Poisson(np.ones((6, 5))), hyperpriors=hp)
+        with pytest.raises(InvalidParameterError, match="boundary='neumann'"):
+            JointHMC(bad_model)
     with pytest.raises(InvalidParameterError, match="threads"):
         JointHMC(model, threads=0)
     with pytest.raises(InvalidParameterError, match="integrator"):
