@@ -18,10 +18,13 @@ coefficient and the log-likelihood per iteration with the wall clock.  After the
 
 Problems: ``bei20``, ``bei10``, ``bei5`` (the ``make demo`` model at 20, 10 and 5 m cells) and
 ``sim256``, ``sim512`` (simulated LGCPs with known truth: Matérn 3/2, sd 1.5, range 20 cells,
-about 8 000 points, one covariate with coefficient 0.5).  Methods: ``hmc``
-(:class:`~lattice_lgm.samplers.JointHMC`, ``--tune`` adaptation iterations) and the Murray–Adams
-Gibbs sweeps (``prior-white``, ``surr-scalar``, ``post-scalar``: one hyperparameter move and 10
-elliptical slice updates per iteration) on the circulant backend.
+an expected 8 000 points (9 846 at 256²), one covariate with coefficient 0.5; the range prior
+bounded at a quarter of the window) on the circulant backend; a ``-gmrf`` suffix
+(``bei20-gmrf``, …) is the same problem on the Matérn-SPDE GMRF backend.  Methods: ``hmc``
+(:class:`~lattice_lgm.samplers.JointHMC`, ``--tune`` adaptation iterations), ``asis``
+(interweaving) and the Murray–Adams Gibbs sweeps (``prior-white``, ``surr-scalar``,
+``post-scalar``; ``surr-site``, ``post-site`` on the GMRF: one hyperparameter move and 10
+elliptical slice updates per iteration).
 
 One thread budget (issue 25): OpenBLAS, Numba, OpenMP and FFTW each get one thread (set before
 numpy is imported; recorded in the JSON), and joint HMC runs its chains in one thread per usable
