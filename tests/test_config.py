@@ -447,3 +447,16 @@ def test_sampling_defaults_agree_with_runs_sample():
     sampling = next(s for s in config.SCHEMA if s.name == "sampling")
     for key, arg in names.items():
         assert sampling.key(key).default == params[arg].default, key
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (
+    Path(__file__).resolve().parents[1] / "examples").glob("*.toml")))
+def test_every_example_config_loads_and_builds_its_model(name):
+    """The shipped examples validate, find their data, and resolve the backend's default
+    sampler (joint HMC on the circulant and GMRF examples)."""
+    cfg = load_config(Path(__file__).resolve().parents[1] / "examples" / name)
+    res = cfg.resolved
+    assert res["sampling"]["representation"] == "hmc"
+    model = cfg.build_model()
+    assert model.backend == res["model"]["backend"]
+    assert model.n_points == 3604  # every example is bei (data/README.md)
