@@ -33,14 +33,14 @@ import numpy as np
 import xarray as xr
 from lattice_lgm import LGCP
 
-def build_model(n=250, seed=0):
+def build_model(n=250, seed=0, backend="circulant"):
     rng = np.random.default_rng(seed)
     xy = rng.uniform(0, 100, size=(3 * n, 2))
     keep = rng.random(3 * n) < (xy[:, 0] + xy[:, 1]) / 200.0
     c = (np.arange(40) + 0.5) * 2.5
     z = xr.DataArray(np.add.outer(c, 2 * c), dims=("y", "x"), coords={"y": c, "x": c})
     return LGCP(xy[keep][:n], (0, 100, 0, 100), cell_size=6.25, units="m",
-                covariates={"z": z}, formula="~ z")
+                covariates={"z": z}, formula="~ z", backend=backend)
 """
 _ns: dict = {}
 exec(MODEL_SRC, _ns)
@@ -238,10 +238,14 @@ def test_resume_after_a_stop_is_byte_identical(model, reference, tmp_path, monke
     _assert_same_store(reference, p)
 
 
-def test_hmc_resume_in_warm_up_and_after_is_byte_identical(model, tmp_path, monkeypatch):
-    """Joint HMC (the circulant default) carries its adaptation (step size, masses, the
-    field's non-centring) in the chain state: a run stopped inside the warm-up, and one
+@pytest.mark.parametrize("backend", ["circulant", "gmrf"])
+def test_hmc_resume_in_warm_up_and_after_is_byte_identical(backend, model, tmp_path,
+                                                           monkeypatch):
+    """Joint HMC (the circulant and GMRF default) carries its adaptation (step size, masses,
+    the field's non-centring) in the chain state: a run stopped inside the warm-up, and one
     stopped after it, resume to the bytes of the uninterrupted run."""
+    if backend != "circulant":
+        model = build_model(backend=backend)
     run = dict(RUN, representation="auto", tune=20, draws=6, checkpoint_every=3,
                discard_tuned_samples=False)
     ref = tmp_path / "ref.zarr"
