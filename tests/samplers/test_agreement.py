@@ -8,8 +8,8 @@ interweaving sweep did not converge in 4 × (200 + 3000) sweeps (R-hat of the in
 bulk ESS 24; 1.34 with the intercept in the Gaussian block), the intercept's ridge with the
 field's mean that joint HMC's shear removes (docs/convergence.md §2); with 200 points on
 12 × 12 it reached R-hat 1.002 / 1.008 / 1.031 (sd, range, intercept) in 3000 sweeps and
-the intercept still 1.022 in 8000, so the comparison is of sd and range (the intercept's
-posterior is checked against quadrature and the prior in ``test_hmc``).
+the intercept still 1.022 in 8000, so the comparison is of sd and range (joint HMC's
+intercept is checked by ``test_geweke`` and against NumPyro, docs/convergence.md §6).
 
 * **the same model, two backends, two algorithms**: joint HMC on the circulant torus (gradients
   through the FFT, the whitened field) against ancillarity–sufficiency interweaving of slice
@@ -22,7 +22,7 @@ posterior is checked against quadrature and the prior in ``test_hmc``).
 Each fit: 4 chains from the warm start; HMC 4 × (200 + 700) on the torus and 4 × (200 + 2000)
 on the GMRF (measured: 700 draws there reached only R-hat 1.021 for sd, bulk ESS 227),
 interweaving 4 × (200 + 8000) on the dense backend and 4 × (200 + 12000) on the GMRF (8000
-left sd at R-hat 1.0104).  About 21 minutes on one core.
+left sd at R-hat 1.0104).  22 minutes on one core (2026-11-26: the 3 tests passed).
 Both must reach R-hat ≤ 1.01 on sd and range; then each 5/50/95 % quantile of each is z-tested
 with both Monte Carlo standard errors (ArviZ's quantile MCSE), Bonferroni over the 12 tests at
 family-wise level 1 % (critical |z| 3.34), so the test fails falsely with probability ≤ 1 %
