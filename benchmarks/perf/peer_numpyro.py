@@ -22,6 +22,12 @@ environment (``benchmarks/.peer-venv``, git-ignored) that ``setup`` creates.  St
     python benchmarks/perf/peer_numpyro.py ours --cpu 1   # lattice_lgm's joint HMC, same budget
     python benchmarks/perf/peer_numpyro.py report    # → benchmarks/results/peer_numpyro.json
 
+or, for medians over interleaved repeats on one quiet core (the two sides one after the other,
+alternating which goes first; seeds ``seed + r``)::
+
+    python benchmarks/perf/peer_numpyro.py interleave --repeats 3 --cpu 1
+    python benchmarks/perf/peer_numpyro.py report
+
 One thread budget: both sides run on one core (``--cpu`` pins the process; XLA's CPU backend
 with Eigen's multi-threading off and one intra-op thread; lattice_lgm with every pool at 1,
 its chains and warm start then in one thread), 4 chains one after the other; run the two
@@ -121,7 +127,7 @@ def export() -> None:
           f"cells, {N_CHECK} check points)")
 
 
-def ours(tune: int, draws: int, seed: int) -> None:
+def ours(tune: int, draws: int, seed: int, tag: str = "", label: str = "ours") -> None:
     """lattice_lgm's default (joint HMC, warm start) on the same model, one thread."""
     from lattice_lgm.samplers import chain_rngs
 
@@ -144,61 +150,121 @@ def ours(tune: int, draws: int, seed: int) -> None:
             for j, k in enumerate(m.coef_names):
                 out["beta_" + k].append(cd[:, j].copy())
     wall = time.perf_counter() - t0
-    np.savez(WORK / "ours_draws.npz", **{k: np.stack(v, 1) for k, v in out.items() if v})
+    np.savez(WORK / f"{label}_draws{tag}.npz", **{k: np.stack(v, 1) for k, v in out.items() if v})
     meta = {"wall_seconds": wall, "warm_start_seconds": t_warm, "tune": tune, "draws": draws,
             "cores": sorted(os.sched_getaffinity(0)),
             "steps_per_iteration": float(np.mean(steps[tune:])), "load": [load0,
                                                                           os.getloadavg()[0]]}
-    (WORK / "ours_meta.json").write_text(json.dumps(meta, indent=1))
+    meta["seed"] = seed
+    (WORK / f"{label}_meta{tag}.json").write_text(json.dumps(meta, indent=1))
     print(json.dumps(meta))
 
 
-def report() -> None:
-    """R-hat, bulk and tail ESS of both runs (ArviZ), quantiles, ESS per second."""
+def interleave(repeats: int, cpu: int | None, warmup: int, draws: int, seed: int,
+               short: int) -> None:
+    """Both sides ``repeats`` times, one after the other on the same core, alternating order.
+
+    Each repeat also runs lattice_lgm with a ``short`` warm-up (label ``ours_short``; 0: not),
+    the demo's setting.  Earlier runs' files are removed first, so :func:`report` sees this
+    set only.
+    """
+    if not (VENV / "bin" / "python").exists():
+        raise SystemExit(f"no peer environment at {VENV}: run `{Path(__file__).name} setup`")
+    if not (WORK / "model.npz").exists():
+        export()
+    for old in [*WORK.glob("*_draws*.npz"), *WORK.glob("*_meta*.json")]:
+        old.unlink()
+    me = Path(__file__).resolve()
+    pin = [] if cpu is None else ["--cpu", str(cpu)]
+    for r in range(repeats):
+        order = [("run", warmup, "numpyro"), ("ours", warmup, "ours")]
+        if short:
+            order.append(("ours", short, "ours_short"))
+        for step, w, label in (order if r % 2 == 0 else order[::-1]):
+            py = str(VENV / "bin" / "python") if step == "run" else sys.executable
+            args = [py, str(me), step, "--warmup", str(w), "--draws", str(draws),
+                    "--seed", str(seed + r), "--tag", f"_r{r}", "--label", label, *pin]
+            print(f"repeat {r}: {label} (load {os.getloadavg()[0]:.2f})", flush=True)
+            subprocess.run(args, check=True)
+
+
+def _side_stats(side: str, tag: str) -> dict:
+    """R-hat, bulk and tail ESS (ArviZ), quantiles and their MCSEs of one run's draws."""
     import arviz as az
 
-    rows = {}
-    for side in ("numpyro", "ours"):
-        meta = json.loads((WORK / f"{side}_meta.json").read_text())
-        draws = np.load(WORK / f"{side}_draws.npz")
-        stats = {}
-        for k in NAMES:
-            a = np.asarray(draws[k], float)
-            stats[k] = {"rhat": float(az.rhat(a)), "ess_bulk": float(az.ess(a)),
-                        "ess_tail": float(az.ess(a, method="tail")),
-                        "q05_50_95": [float(q) for q in np.quantile(a, QUANTILES)],
-                        "mcse_q05_50_95": [float(az.mcse(a, method="quantile", prob=q))
-                                           for q in QUANTILES]}
-        min_bulk = min(s["ess_bulk"] for s in stats.values())
-        rows[side] = {**meta, "stats": stats, "min_bulk_ess": min_bulk,
-                      "min_bulk_ess_per_second": min_bulk / meta["wall_seconds"],
-                      "max_rhat": max(s["rhat"] for s in stats.values())}
-    # agreement: z-tests of the 5/50/95 % quantiles with both MCSEs, Bonferroni over all
-    # parameters and quantiles at family-wise level 1 %
-    agree = {}
+    meta = json.loads((WORK / f"{side}_meta{tag}.json").read_text())
+    draws = np.load(WORK / f"{side}_draws{tag}.npz")
+    stats = {}
     for k in NAMES:
-        a, b = rows["numpyro"]["stats"][k], rows["ours"]["stats"][k]
-        agree[k] = [(qa - qb) / math.hypot(ma, mb) for qa, qb, ma, mb in zip(
-            a["q05_50_95"], b["q05_50_95"], a["mcse_q05_50_95"], b["mcse_q05_50_95"],
-            strict=True)]
-    crit = NormalDist().inv_cdf(1 - 0.01 / (2 * len(NAMES) * len(QUANTILES)))
-    out = {"problem": f"bei at {CELL:g} m", "sides": rows, "quantile_z": agree,
-           "z_critical_bonferroni_1pct": crit,
+        a = np.asarray(draws[k], float)
+        stats[k] = {"rhat": float(az.rhat(a)), "ess_bulk": float(az.ess(a)),
+                    "ess_tail": float(az.ess(a, method="tail")),
+                    "q05_50_95": [float(q) for q in np.quantile(a, QUANTILES)],
+                    "mcse_q05_50_95": [float(az.mcse(a, method="quantile", prob=q))
+                                       for q in QUANTILES]}
+    min_bulk = min(s["ess_bulk"] for s in stats.values())
+    return {**meta, "stats": stats, "min_bulk_ess": min_bulk,
+            "min_bulk_ess_per_second": min_bulk / meta["wall_seconds"],
+            "max_rhat": max(s["rhat"] for s in stats.values())}
+
+
+def report() -> None:
+    """R-hat, bulk and tail ESS of every run, medians over repeats, agreement z-tests."""
+    tags = sorted({p.name[len("ours_meta"):-len(".json")] for p in WORK.glob("ours_meta*.json")}
+                  & {p.name[len("numpyro_meta"):-len(".json")]
+                     for p in WORK.glob("numpyro_meta*.json")})
+    if not tags:
+        raise SystemExit(f"no pair of runs in {WORK}: run `interleave` (or `run` and `ours`)")
+    runs = {side: [_side_stats(side, t) for t in tags] for side in ("numpyro", "ours")}
+    if all((WORK / f"ours_short_meta{t}.json").exists() for t in tags):
+        runs["ours_short"] = [_side_stats("ours_short", t) for t in tags]
+    # agreement: z-tests of the 5/50/95 % quantiles with both MCSEs, pair by pair (repeat r
+    # of each side), Bonferroni over every parameter, quantile and pair at family-wise 1 %
+    agree = {}
+    for r, tag in enumerate(tags):
+        for k in NAMES:
+            a, b = runs["numpyro"][r]["stats"][k], runs["ours"][r]["stats"][k]
+            agree[f"{k}{tag}"] = [(qa - qb) / math.hypot(ma, mb) for qa, qb, ma, mb in zip(
+                a["q05_50_95"], b["q05_50_95"], a["mcse_q05_50_95"], b["mcse_q05_50_95"],
+                strict=True)]
+    n_tests = sum(len(v) for v in agree.values())
+    crit = NormalDist().inv_cdf(1 - 0.01 / (2 * n_tests))
+    med = {side: {"wall_seconds": float(np.median([x["wall_seconds"] for x in rs])),
+                  "min_bulk_ess": float(np.median([x["min_bulk_ess"] for x in rs])),
+                  "min_bulk_ess_per_second": float(np.median(
+                      [x["min_bulk_ess_per_second"] for x in rs])),
+                  "max_rhat": float(max(x["max_rhat"] for x in rs))}
+           for side, rs in runs.items()}
+    out = {"problem": f"bei at {CELL:g} m", "repeats": len(tags), "medians": med,
+           "runs": runs, "quantile_z": agree, "z_critical_bonferroni_1pct": crit,
            "agree": bool(all(abs(z) <= crit for zs in agree.values() for z in zs)),
-           "speedup_min_bulk_ess_per_second": (rows["ours"]["min_bulk_ess_per_second"]
-                                               / rows["numpyro"]["min_bulk_ess_per_second"])}
+           "speedup_min_bulk_ess_per_second": (med["ours"]["min_bulk_ess_per_second"]
+                                               / med["numpyro"]["min_bulk_ess_per_second"]),
+           "speedup_per_repeat": [o["min_bulk_ess_per_second"] / n["min_bulk_ess_per_second"]
+                                  for o, n in zip(runs["ours"], runs["numpyro"], strict=True)]}
+    if "ours_short" in med:
+        out["speedup_short_warmup"] = (med["ours_short"]["min_bulk_ess_per_second"]
+                                       / med["numpyro"]["min_bulk_ess_per_second"])
     (RESULTS / "peer_numpyro.json").write_text(json.dumps(out, indent=1))
-    for side, r in rows.items():
-        print(f"{side:8s} wall {r['wall_seconds']:7.1f} s  max R-hat {r['max_rhat']:.3f}  "
-              f"min bulk ESS {r['min_bulk_ess']:7.1f}  per s {r['min_bulk_ess_per_second']:.3f}")
-    print("quantile z (5/50/95 %):", {k: [round(z, 2) for z in v] for k, v in agree.items()},
-          "critical", round(crit, 2), "agree" if out["agree"] else "DISAGREE")
-    print(f"speed-up (ours / numpyro, min bulk ESS per second): "
-          f"{out['speedup_min_bulk_ess_per_second']:.2f}")
+    for side, rs in runs.items():
+        for tag, r in zip(tags, rs, strict=True):
+            print(f"{side:8s}{tag:4s} wall {r['wall_seconds']:7.1f} s  max R-hat "
+                  f"{r['max_rhat']:.3f}  min bulk ESS {r['min_bulk_ess']:7.1f}  per s "
+                  f"{r['min_bulk_ess_per_second']:.3f}  steps {r['steps_per_iteration']:.1f}  "
+                  f"load {r['load'][0]:.2f}-{r['load'][1]:.2f}")
+    worst = max(abs(z) for zs in agree.values() for z in zs)
+    print(f"quantile z: largest |z| {worst:.2f} of {n_tests} tests, critical {crit:.2f}: "
+          + ("agree" if out["agree"] else "DISAGREE"))
+    print(f"speed-up (ours / numpyro, median min bulk ESS per second over {len(tags)} "
+          f"repeats): {out['speedup_min_bulk_ess_per_second']:.2f}; per repeat "
+          + ", ".join(f"{x:.2f}" for x in out["speedup_per_repeat"]))
+    if "speedup_short_warmup" in out:
+        print(f"with lattice_lgm's short warm-up ({runs['ours_short'][0]['tune']} iterations): "
+              f"{out['speedup_short_warmup']:.2f}")
 
 
 # -- peer environment ----------------------------------------------------------------------------
-def run(warmup: int, draws: int, seed: int) -> None:
+def run(warmup: int, draws: int, seed: int, tag: str = "") -> None:
     """NumPyro NUTS, 4 chains one after the other (the peer's env)."""
     import jax
     import jax.numpy as jnp
@@ -267,7 +333,7 @@ def run(warmup: int, draws: int, seed: int) -> None:
     wall = time.perf_counter() - t0
     s = mcmc.get_samples(group_by_chain=True)
     steps = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["num_steps"])
-    np.savez(WORK / "numpyro_draws.npz", sd=np.asarray(s["sd"]), range=np.asarray(s["range"]),
+    np.savez(WORK / f"numpyro_draws{tag}.npz", sd=np.asarray(s["sd"]), range=np.asarray(s["range"]),
              mean=np.asarray(s["mean"]), beta_elev=np.asarray(s["beta"][..., 0]),
              beta_grad=np.asarray(s["beta"][..., 1]))
     meta = {"wall_seconds": wall, "warmup": warmup, "draws": draws,
@@ -275,14 +341,19 @@ def run(warmup: int, draws: int, seed: int) -> None:
             "log_density_offset": float(diffs.mean()), "log_density_spread": spread,
             "cores": sorted(os.sched_getaffinity(0)),
             "versions": {"jax": jax.__version__, "numpyro": numpyro.__version__},
-            "xla_flags": os.environ.get("XLA_FLAGS", "")}
-    (WORK / "numpyro_meta.json").write_text(json.dumps(meta, indent=1))
+            "xla_flags": os.environ.get("XLA_FLAGS", ""), "seed": seed}
+    (WORK / f"numpyro_meta{tag}.json").write_text(json.dumps(meta, indent=1))
     print(json.dumps(meta))
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("step", choices=("setup", "export", "run", "ours", "report"))
+    ap.add_argument("step", choices=("setup", "export", "run", "ours", "interleave", "report"))
+    ap.add_argument("--tag", default="", help="suffix of this run's files (interleave sets it)")
+    ap.add_argument("--repeats", type=int, default=3, help="interleave: repeats per side")
+    ap.add_argument("--short", type=int, default=0,
+                    help="interleave: also run lattice_lgm with this warm-up (0: not)")
+    ap.add_argument("--label", default="ours", help="ours: the files' prefix")
     ap.add_argument("--warmup", type=int, default=1000)
     ap.add_argument("--draws", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=25)
@@ -296,9 +367,11 @@ def main(argv: list[str] | None = None) -> None:
     elif a.step == "export":
         export()
     elif a.step == "run":
-        run(a.warmup, a.draws, a.seed)
+        run(a.warmup, a.draws, a.seed, a.tag)
     elif a.step == "ours":
-        ours(a.warmup, a.draws, a.seed)
+        ours(a.warmup, a.draws, a.seed, a.tag, a.label)
+    elif a.step == "interleave":
+        interleave(a.repeats, a.cpu, a.warmup, a.draws, a.seed, a.short)
     else:
         report()
 

@@ -23,7 +23,7 @@ from scipy import stats
 
 from lattice_lgm import Lattice
 from lattice_lgm.errors import InvalidParameterError
-from lattice_lgm.hyperpriors import Hyperprior, LogNormal, PCPriorSD
+from lattice_lgm.hyperpriors import Hyperprior, LogNormal, Normal, PCPriorSD
 from lattice_lgm.likelihoods import Poisson
 from lattice_lgm.models.latent import LatentGaussianModel
 from lattice_lgm.priors import GMRFPrior
@@ -109,6 +109,59 @@ def test_gradient_matches_finite_differences(table, field, backend):
     fd = (up - dn) / (2 * h)
     an = float(np.sum(mv._ops.weights(pr0) * (np.conj(gx) * dz).real))
     assert abs(an - fd) <= tol * max(1.0, abs(fd))
+
+
+def _variant(backend: str, variant: str) -> LatentGaussianModel:
+    """:func:`poisson_model`, or the same data with a hyperparameter coefficient and a fixed sd."""
+    model = poisson_model(backend)
+    if variant != "hyper-coefficient":
+        return model
+    lik = model.likelihood
+    x = np.random.default_rng(8).standard_normal(lik.shape)
+    hp = {"range": LogNormal(np.log(4.0), 0.5, upper=8.0), "mean": Normal(0.0, 2.0),
+          "beta_x": Normal(0.0, 1.0)}
+    return LatentGaussianModel(model.prior, lik, hyperpriors=hp, mean=0.2,
+                               hyper_covariates={"x": x}, hyper_init={"beta_x": 0.3})
+
+
+@pytest.mark.parametrize("backend", ["circulant", "gmrf"])
+@pytest.mark.parametrize("variant", ["block-coefficients", "no-shear", "hyper-coefficient"])
+def test_compiled_gradient_equals_the_general_path(variant, backend, monkeypatch):
+    """The default configuration's compiled gradient (:meth:`JointHMC._gradient_chord`) and
+    the general path give the same ∇U to round-off (1e-10 relative) with the fixed effects'
+    shear and without it, with block coefficients (per-coefficient prior sds, an offset,
+    unobserved cells) and with a hyperparameter coefficient and a fixed sd; both read the
+    table.  Out of the support both say so (None)."""
+    model = _variant(backend, variant)
+    theta = {k: v for k, v in {"sd": 1.1, "range": 5.0, "mean": 0.1, "beta_x": 0.2}.items()
+             if k in model.hyper_names}
+    st, _ = warm_start(model, chain_rngs(0, 1), [theta])
+    mv = JointHMC(model, n_tune=50, shear=variant != "no-shear")
+    th0, pr0 = st.theta_of(0), st.priors[0]
+    u0 = mv._u_of(th0)
+    b0 = st.beta[0] / model.beta_sd if model.n_beta else np.zeros(0)
+    u0, b0 = mv._effective(u0, b0, st.f[0].reshape(-1)[model.state_index])
+    x0 = np.array(st.white[0])
+    wk = np.ones(x0.shape)
+    compiled = mv._gradient(u0, b0, x0, th0, pr0, wk)
+    calls = []
+    real = JointHMC._gradient_chord
+
+    def spy(self, *a):
+        calls.append(1)
+        return real(self, *a)
+
+    monkeypatch.setattr(JointHMC, "_gradient_chord", spy)
+    assert mv._gradient(u0, b0, x0, th0, pr0, wk) is not None and calls  # the compiled path
+    monkeypatch.setattr(JointHMC, "_gradient_chord", lambda self, *a: False)
+    general = mv._gradient(u0, b0, x0, th0, pr0, wk)
+    for a, b in zip(compiled[:2], general[:2], strict=True):
+        assert a.shape == b.shape
+        assert np.max(np.abs(a - b)) <= 1e-10 * max(1.0, np.max(np.abs(b)))
+    outside = u0.copy()
+    outside[mv.names.index("range")] = mv._bounds[mv.names.index("range"), 1] + 1.0
+    monkeypatch.setattr(JointHMC, "_gradient_chord", real)
+    assert mv._gradient(outside, b0, x0, th0, pr0, wk) is None
 
 
 @pytest.mark.parametrize("backend", ["circulant", "gmrf"])
