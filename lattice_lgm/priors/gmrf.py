@@ -1136,6 +1136,14 @@ class GMRFPrior(GaussianPrior):
 
     # -- extras -----------------------------------------------------------------------------------
     @property
+    def boundary(self) -> str | None:
+        """The Matérn-SPDE lattice's boundary condition, ``"neumann"`` or ``"periodic"``.
+
+        None for the other models (CAR, ICAR, random walks), which have no SPDE boundary.
+        """
+        return self._struct.boundary if self.model == "matern" else None
+
+    @property
     def spectral_neumann(self) -> bool:
         """Whether ``Q = Uᵀ diag(q) U`` with ``U`` the orthonormal DCT-II of the state.
 
@@ -1143,8 +1151,7 @@ class GMRFPrior(GaussianPrior):
         then the white vector is ``ζ = q^½ ⊙ U x`` (real, ``white_shape == state_shape``)
         and :attr:`coefficient_sd` is ``q^{-½}`` (what joint HMC differentiates).
         """
-        return (self.model == "matern" and self.solver == "spectral"
-                and self._struct.boundary == "neumann")
+        return self.solver == "spectral" and self.boundary == "neumann"
 
     @property
     def coefficient_sd(self) -> np.ndarray:

@@ -46,7 +46,8 @@ from scipy import stats
 from lattice_lgm import LGCP, Lattice
 from lattice_lgm.covariance import Matern
 from lattice_lgm.priors import CirculantPrior
-from lattice_lgm.samplers import chain_rngs
+
+from .cases import lgcp_draws
 
 N = 12
 NAMES = ("sd", "range")
@@ -74,16 +75,7 @@ def _points(seed: int = 7) -> np.ndarray:
 def _fit(backend: str, method: str, draws: int, seed: int, tune: int = 200) -> dict:
     """Posterior draws (chains, draws) of sd and range."""
     model = LGCP(_points(), (0, N, 0, N), cell_size=1.0, backend=backend, allow_dense=True)
-    rngs = chain_rngs(seed, 4)
-    state = model.init_state(rngs)
-    sweep = model.sampler(method, tune=tune)
-    out: dict[str, list] = {k: [] for k in NAMES}
-    for i in range(tune + draws):
-        state, _ = sweep.step(state, rngs)
-        if i >= tune:
-            for k in NAMES:
-                out[k].append(np.asarray(state.theta[k], dtype=float).copy())
-    return {k: np.stack(v, axis=1) for k, v in out.items()}
+    return lgcp_draws(model, seed, tune, draws, NAMES, method)
 
 
 def _z_scores(a: dict, b: dict, converged: bool = True) -> list[tuple[str, float, float]]:

@@ -26,7 +26,8 @@ import pytest
 from lattice_lgm import LGCP, Lattice
 from lattice_lgm.covariance import Matern
 from lattice_lgm.priors import CirculantPrior
-from lattice_lgm.samplers import chain_rngs
+
+from .cases import lgcp_draws
 
 N, TRUTH, N_FITS, MIN_COVERED = 64, {"sd": 1.5, "range": 8.0}, 20, 14
 TUNE, DRAWS = 100, 200
@@ -48,16 +49,7 @@ def simulate(seed: int) -> LGCP:
 
 
 def fit(model: LGCP, seed: int) -> dict[str, np.ndarray]:
-    rngs = chain_rngs(seed, 4)
-    state = model.init_state(rngs)
-    sweep = model.sampler(tune=TUNE)
-    draws: dict[str, list] = {"sd": [], "range": []}
-    for i in range(TUNE + DRAWS):
-        state, _ = sweep.step(state, rngs)
-        if i >= TUNE:
-            for k in draws:
-                draws[k].append(np.asarray(state.theta[k], dtype=float).copy())
-    return {k: np.stack(v, axis=1) for k, v in draws.items()}
+    return lgcp_draws(model, seed, TUNE, DRAWS)
 
 
 @pytest.mark.slow
