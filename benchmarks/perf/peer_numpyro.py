@@ -62,7 +62,7 @@ import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
-WORK = RESULTS / "peer_numpyro"
+WORK = RESULTS / "peer_numpyro"        # for CELL = 20 m; other cells: peer_numpyro_<cell>m
 VENV = ROOT / "benchmarks" / ".peer-venv"
 PEER_PACKAGES = ("jax[cpu]==0.4.38", "numpyro==0.16.1")
 CELL = 20.0
@@ -72,6 +72,13 @@ QUANTILES = (0.05, 0.5, 0.95)
 
 
 # -- project environment -------------------------------------------------------------------------
+def _set_cell(cell: float) -> None:
+    """Point the module at bei with ``cell``-metre cells (its own work folder and results)."""
+    global CELL, WORK
+    if cell != CELL:
+        CELL, WORK = cell, RESULTS / f"peer_numpyro_{cell:g}m"
+
+
 def setup() -> None:
     """Create the peer's throw-away venv with jax and numpyro (package registries only)."""
     if not (VENV / "bin" / "python").exists():
@@ -182,7 +189,8 @@ def interleave(repeats: int, cpu: int | None, warmup: int, draws: int, seed: int
             order.append(("ours", short, "ours_short"))
         for step, w, label in (order if r % 2 == 0 else order[::-1]):
             py = str(VENV / "bin" / "python") if step == "run" else sys.executable
-            args = [py, str(me), step, "--warmup", str(w), "--draws", str(draws),
+            args = [py, str(me), step, "--cell", str(CELL), "--warmup", str(w),
+                    "--draws", str(draws),
                     "--seed", str(seed + r), "--tag", f"_r{r}", "--label", label, *pin]
             print(f"repeat {r}: {label} (load {os.getloadavg()[0]:.2f})", flush=True)
             subprocess.run(args, check=True)
@@ -235,7 +243,7 @@ def report() -> None:
                       [x["min_bulk_ess_per_second"] for x in rs])),
                   "max_rhat": float(max(x["max_rhat"] for x in rs))}
            for side, rs in runs.items()}
-    out = {"problem": f"bei at {CELL:g} m", "repeats": len(tags), "medians": med,
+    out = {"problem": f"bei at {CELL:g} m", "cell": CELL, "repeats": len(tags), "medians": med,
            "runs": runs, "quantile_z": agree, "z_critical_bonferroni_1pct": crit,
            "agree": bool(all(abs(z) <= crit for zs in agree.values() for z in zs)),
            "speedup_min_bulk_ess_per_second": (med["ours"]["min_bulk_ess_per_second"]
@@ -245,7 +253,7 @@ def report() -> None:
     if "ours_short" in med:
         out["speedup_short_warmup"] = (med["ours_short"]["min_bulk_ess_per_second"]
                                        / med["numpyro"]["min_bulk_ess_per_second"])
-    (RESULTS / "peer_numpyro.json").write_text(json.dumps(out, indent=1))
+    (RESULTS / f"{WORK.name}.json").write_text(json.dumps(out, indent=1))
     for side, rs in runs.items():
         for tag, r in zip(tags, rs, strict=True):
             print(f"{side:8s}{tag:4s} wall {r['wall_seconds']:7.1f} s  max R-hat "
@@ -354,12 +362,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--short", type=int, default=0,
                     help="interleave: also run lattice_lgm with this warm-up (0: not)")
     ap.add_argument("--label", default="ours", help="ours: the files' prefix")
+    ap.add_argument("--cell", type=float, default=CELL,
+                    help="bei's cell size in metres (20: the issue's anchor; files and results "
+                         "of other cells go to peer_numpyro_<cell>m)")
     ap.add_argument("--warmup", type=int, default=1000)
     ap.add_argument("--draws", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=25)
     ap.add_argument("--cpu", type=int, default=None,
                     help="pin this process to one core (both sides get one core each)")
     a = ap.parse_args(argv)
+    _set_cell(a.cell)
     if a.cpu is not None:
         os.sched_setaffinity(0, {a.cpu})
     if a.step == "setup":

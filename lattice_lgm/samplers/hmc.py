@@ -141,6 +141,8 @@ METRICS = ("diag", "dense")
 TRAJECTORY, TARGET_ACCEPT = 3.0, 0.65
 #: the shortest warm-up with a slow window (below it, the mass could not adapt)
 MIN_TUNE = 20
+#: the largest argument of exp that stays finite (an unbounded log sd past it has diverged)
+_LOG_MAX = math.log(np.finfo(np.float64).max)
 #: prefix of this move's entries in ``LatentState.extras``
 PREFIX = "hmc/"
 
@@ -485,6 +487,8 @@ class JointHMC:
         a0, a1, t = ch
         model = self.model
         k_sd = self._k_sd
+        if k_sd >= 0 and ul[k_sd] > _LOG_MAX:
+            return None  # an sd that overflows: a trajectory that ran away (divergence)
         scale = (math.exp(ul[k_sd]) if k_sd >= 0
                  else float(theta0.get("sd", prior0.params.get("sd", 1.0))))
         # the calling thread's transforms and the half-spectrum's weights, once per prior

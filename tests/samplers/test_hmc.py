@@ -158,10 +158,18 @@ def test_compiled_gradient_equals_the_general_path(variant, backend, monkeypatch
     for a, b in zip(compiled[:2], general[:2], strict=True):
         assert a.shape == b.shape
         assert np.max(np.abs(a - b)) <= 1e-10 * max(1.0, np.max(np.abs(b)))
-    outside = u0.copy()
-    outside[mv.names.index("range")] = mv._bounds[mv.names.index("range"), 1] + 1.0
+    # a trajectory that ran away: past the range's bound, a range of exp(-800) = 0, an sd of
+    # exp(800) (unbounded above: it overflows), a non-finite coefficient — a divergence, not
+    # an exception
     monkeypatch.setattr(JointHMC, "_gradient_chord", real)
-    assert mv._gradient(outside, b0, x0, th0, pr0, wk) is None
+    for name, value in (("range", mv._bounds[mv.names.index("range"), 1] + 1.0),
+                        ("range", -800.0), ("sd", 800.0), ("mean", math.nan)):
+        if name in mv.names:
+            outside = u0.copy()
+            outside[mv.names.index(name)] = value
+            assert mv._gradient(outside, b0, x0, th0, pr0, wk) is None, (name, value)
+    if len(b0):
+        assert mv._gradient(u0, np.full_like(b0, np.inf), x0, th0, pr0, wk) is None
 
 
 @pytest.mark.parametrize("backend", ["circulant", "gmrf"])
