@@ -290,6 +290,22 @@ class Hyperprior(ABC):
 
     def _dlogpdf_u(self, u: float) -> float | None:
         """The analytic derivative of :meth:`logpdf_unconstrained`, or None (differences)."""
+        form = self.derivative_form()
+        if form is None:
+            return None
+        a, b, c, d = form
+        return a + b * u + (c * math.exp(d * u) if c != 0.0 else 0.0)
+
+    def derivative_form(self) -> tuple[float, float, float, float] | None:
+        """``(a, b, c, d)`` with ``d/du log p(u) = a + b·u + c·exp(d·u)``, or None.
+
+        The derivative of :meth:`logpdf_unconstrained` (Jacobian included) inside the
+        support, in one closed form that every built-in family takes (normal and log-normal:
+        linear; PC and half-normal: an exponential; uniform and log-uniform: constant).
+        :meth:`dlogpdf_unconstrained` evaluates it, and so does the compiled gradient of
+        joint HMC (:mod:`lattice_lgm.samplers.hmc`).  None (a subclass without one): central
+        differences, and joint HMC's general path.
+        """
         return None
 
     @property
@@ -418,10 +434,10 @@ class PCPriorRange(_PositiveTruncated):
     def _logcdf0(self, x: np.ndarray) -> np.ndarray:
         return -self.lam * np.exp(-(self.ndim / 2.0) * np.log(x))
 
-    def _dlogpdf_u(self, u: float) -> float:
-        # log π(e^u) + u = c − (d/2) u − λ e^{−(d/2) u}
+    def derivative_form(self) -> tuple[float, float, float, float]:
+        """:meth:`Hyperprior.derivative_form`: ``log π(e^u) + u = c − (d/2) u − λ e^{−(d/2) u}``."""
         h = self.ndim / 2.0
-        return -h + self.lam * h * math.exp(-h * u)
+        return (-h, 0.0, self.lam * h, -h)
 
     def _ppf0_log(self, log_p: np.ndarray) -> np.ndarray:
         # exp(-λ ρ^{-d/2}) = p  ⇔  ρ = (λ / -log p)^{2/d}
@@ -466,9 +482,9 @@ class PCPriorSD(_PositiveTruncated):
     def _logpdf0(self, x: np.ndarray) -> np.ndarray:
         return math.log(self.rate) - self.rate * x
 
-    def _dlogpdf_u(self, u: float) -> float:
-        # log π(e^u) + u = log r − r e^u + u (truncation constant aside)
-        return 1.0 - self.rate * math.exp(u)
+    def derivative_form(self) -> tuple[float, float, float, float]:
+        """:meth:`Hyperprior.derivative_form`: ``log π(e^u) + u = log r − r e^u + u + c``."""
+        return (1.0, 0.0, -self.rate, 1.0)
 
     def _logcdf0(self, x: np.ndarray) -> np.ndarray:
         return np.log(-np.expm1(-self.rate * x))
@@ -500,6 +516,11 @@ class LogNormal(_PositiveTruncated):
         self.mu = _finite_float("mu", mu, "pass the mean of log x")
         self.sigma = positive_float("sigma", sigma, "pass the sd of log x, > 0")
         self._init_support(upper)
+
+    def derivative_form(self) -> tuple[float, float, float, float]:
+        """:meth:`Hyperprior.derivative_form`: ``log π(e^u) + u = −(u − μ)²/(2σ²) + c``."""
+        v = self.sigma * self.sigma
+        return (self.mu / v, -1.0 / v, 0.0, 0.0)
 
     def _logpdf0(self, x: np.ndarray) -> np.ndarray:
         lx = np.log(x)
@@ -534,6 +555,10 @@ class HalfNormal(_PositiveTruncated):
     def __init__(self, scale: float, upper: float | None = None) -> None:
         self.scale = positive_float("scale", scale, "pass the sd of the underlying normal, > 0")
         self._init_support(upper)
+
+    def derivative_form(self) -> tuple[float, float, float, float]:
+        """:meth:`Hyperprior.derivative_form`: ``log π(e^u) + u = −e^{2u}/(2s²) + u + c``."""
+        return (1.0, 0.0, -1.0 / (self.scale * self.scale), 2.0)
 
     def _logpdf0(self, x: np.ndarray) -> np.ndarray:
         z = x / self.scale
@@ -575,6 +600,10 @@ class LogUniform(Hyperprior):
         self._log_lo = math.log(self.lower)
         self._log_width = math.log(self.upper) - self._log_lo
 
+    def derivative_form(self) -> tuple[float, float, float, float]:
+        """:meth:`Hyperprior.derivative_form`: ``log π(e^u) + u = −u + u + c``, flat in u."""
+        return (0.0, 0.0, 0.0, 0.0)
+
     def _logpdf_in(self, x: np.ndarray) -> np.ndarray:
         return -np.log(x) - math.log(self._log_width)
 
@@ -611,6 +640,10 @@ class Uniform(Hyperprior):
                 f"lower={lower!r} must be < upper={upper!r}; pass lower < upper."
             )
         self._width = self.upper - self.lower
+
+    def derivative_form(self) -> tuple[float, float, float, float]:
+        """:meth:`Hyperprior.derivative_form`: flat on the identity scale."""
+        return (0.0, 0.0, 0.0, 0.0)
 
     def _logpdf_in(self, x: np.ndarray) -> np.ndarray:
         return np.full(x.shape, -math.log(self._width))
@@ -654,8 +687,10 @@ class Normal(Hyperprior):
     def _cdf_in(self, x: np.ndarray) -> np.ndarray:
         return special.ndtr((x - self.mean) / self.sd)
 
-    def _dlogpdf_u(self, u: float) -> float:
-        return -(u - self.mean) / (self.sd * self.sd)
+    def derivative_form(self) -> tuple[float, float, float, float]:
+        """:meth:`Hyperprior.derivative_form`: ``d/du log p = −(u − mean)/sd²``."""
+        v = self.sd * self.sd
+        return (self.mean / v, -1.0 / v, 0.0, 0.0)
 
     def _ppf_in(self, p: np.ndarray) -> np.ndarray:
         return self.mean + self.sd * special.ndtri(p)

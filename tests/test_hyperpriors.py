@@ -276,7 +276,7 @@ def test_logpdf_unconstrained_includes_jacobian(prior):
 
 
 def test_dlogpdf_unconstrained_is_the_derivative(prior):
-    """Analytic (PC sd, PC range, normal) or by differences: against a 5-point stencil of
+    """The closed form (every built-in family) or differences: against a 5-point stencil of
     ``logpdf_unconstrained`` at interior quantiles (relative 1e-6)."""
     for q in (0.1, 0.5, 0.9):
         u = float(prior.to_unconstrained(prior.ppf(q)))
@@ -288,11 +288,21 @@ def test_dlogpdf_unconstrained_is_the_derivative(prior):
         assert prior.dlogpdf_unconstrained(u) == pytest.approx(stencil, rel=1e-6, abs=1e-6)
 
 
-def test_analytic_derivatives_exist_where_claimed():
-    assert PRIORS["pc-sd"]._dlogpdf_u(0.1) is not None
-    assert PRIORS["pc-range-d2-upper"]._dlogpdf_u(0.1) is not None
-    assert PRIORS["normal"]._dlogpdf_u(0.1) is not None
-    assert PRIORS["lognormal"]._dlogpdf_u(0.1) is None     # differences
+def test_every_family_has_a_closed_form_derivative_and_others_use_differences():
+    """Every built-in family gives ``a + b u + c e^{du}`` (checked against the stencil
+    above); a subclass without one falls back to differences."""
+    for prior in PRIORS.values():
+        assert prior.derivative_form() is not None
+        assert prior._dlogpdf_u(0.1) is not None
+
+    class Custom(LogNormal):
+        def derivative_form(self):
+            return None
+
+    c = Custom(0.5, 0.8)
+    assert c._dlogpdf_u(0.1) is None
+    assert c.dlogpdf_unconstrained(0.1) == pytest.approx(PRIORS["lognormal"]._dlogpdf_u(0.1),
+                                                         rel=1e-6)
 
 
 def test_unconstrained_bounds():

@@ -305,7 +305,16 @@ class JointHMC:
         self._proj_rows = (np.ascontiguousarray(self._proj) if self._proj is not None
                            else np.zeros((0, n_obs)))
         # η's part that no sampled fixed effect carries (the offset, fixed coefficients)
-        self._beta_sd = np.broadcast_to(model.beta_sd, (model.n_beta,)).tolist()
+        self._beta_sd = np.ascontiguousarray(
+            np.broadcast_to(model.beta_sd, (model.n_beta,)), dtype=np.float64)
+        self._obs_idx = np.array(self._obs_u, dtype=np.int64)
+        forms = [h.derivative_form() for h in self._hp]
+        # (n_names, 4): the hyperpriors' derivatives a + b u + c e^{du}; None: a hyperprior
+        # without that form (a user's subclass) keeps the general path
+        self._forms = (None if any(f is None for f in forms)
+                       else np.array(forms, dtype=np.float64).reshape(-1, 4))
+        self._lo_a = np.array(self._lo)
+        self._hi_a = np.array(self._hi)
         self._base0 = np.ascontiguousarray(
             model.base_obs({self.names[k]: 0.0 for k in self._obs_u}), dtype=np.float64)
 
@@ -466,13 +475,15 @@ class JointHMC:
     def _gradient_chord(self, u, b, x, theta0, prior0):
         """:meth:`_gradient` for the whitened field with the range from the table, compiled.
 
-        The same formulas in four compiled passes around the two transforms (the field's
-        spectrum on the table's chord, the sites' gather and shear shift, the likelihood's
-        gradient with the shear's correction, the spectral sums), with Python only for the
-        hyperpriors' derivatives: on bei at 20 m a gradient takes 71 µs instead of 153 µs,
-        and a whole transition 109 µs per gradient instead of 235 µs (docs/convergence.md
-        §2).  Returns ``False`` where the general path must answer (a chord past the range's
-        upper bound).
+        The same formulas in three compiled passes around the two transforms: the field's
+        spectrum on the table's chord (:func:`_color_chord`); the sites (:func:`_chord_sites`:
+        gather, the shear's shift to the physical fixed effects, the hyperpriors' derivatives
+        in their closed form, the likelihood's gradient, ``Zᵀg`` and the shear's correction);
+        the spectral sums (:func:`_white_chord`).  Python is left with the bounds, the table's
+        lookup and the two transforms' calls: on bei at 20 m a whole transition takes
+        ≈ 100 µs per gradient against 235 µs for the general path (docs/convergence.md §2).
+        Returns ``False`` where the general path must answer (a chord past the range's upper
+        bound).
         """
         ul = u.tolist()
         for v, lo, hi in zip(ul, self._lo, self._hi, strict=True):
@@ -485,7 +496,6 @@ class JointHMC:
         if ch is None:
             return False
         a0, a1, t = ch
-        model = self.model
         k_sd = self._k_sd
         if k_sd >= 0 and ul[k_sd] > _LOG_MAX:
             return None  # an sd that overflows: a trajectory that ran away (divergence)
@@ -499,42 +509,21 @@ class JointHMC:
                                        math.sqrt(ws.size))
         _, ws, c, root_m = ctx
         _color_chord(x, a0, a1, t, scale, root_m, ws.bwd_in)
-        f_obs, shift = _sites_gather(ws.backward(), model.state_index, self._proj_rows)
-        # the physical fixed effects c = c_eff − P f (the shear; the identity without it)
-        sh = shift.tolist()
-        n_u = len(self._obs_u)
-        up = list(ul)
-        for i, k in enumerate(self._obs_u):
-            v = up[k] = ul[k] - sh[i] if sh else ul[k]
-            if not self._lo[k] <= v <= self._hi[k]:
-                return None
-        sl = self._beta_sd
-        bl = b.tolist()
-        bp = [v - sh[n_u + j] / sl[j] for j, v in enumerate(bl)] if sh else bl
-        beta = [sl[j] * v for j, v in enumerate(bp)]
-        dlh = [h.dlogpdf_unconstrained(v) for h, v in zip(self._hp, up, strict=True)]
-        c_phys = np.array([up[k] for k in self._obs_u] + beta)
-        grad_c = np.array([dlh[k] for k in self._obs_u]
-                          + [-v / sl[j] ** 2 for j, v in enumerate(beta)])
+        model = self.model
         lik = model.likelihood
-        zg, ok = _sites_grad(f_obs, self._base0, self._zt, c_phys, lik._kind, lik.y_obs,
-                             lik.aux_obs, self._proj_rows, grad_c, model.state_index,
-                             ws.fwd_in)
+        ok, grad = _chord_sites(ws.backward(), model.state_index, self._proj_rows, self._zt,
+                                self._base0, u, b, self._obs_idx, self._beta_sd, self._forms,
+                                self._lo_a, self._hi_a, lik._kind, lik.y_obs, lik.aux_obs,
+                                ws.fwd_in)
         if not ok:
             return None
         grad_x, s_sd, s_cov = _white_chord(x, ws.forward(), 1.0 / root_m, a0, a1, t,
                                            1.0 / _SpectrumTable.STEP, scale, c,
                                            not self._split)
-        zl = zg.tolist()
-        grad = [0.0] * len(self.names)
-        for i, k in enumerate(self._obs_u):
-            grad[k] = -zl[i] - dlh[k]
         if k_sd >= 0:
-            grad[k_sd] = -s_sd - dlh[k_sd]
-        kr = self._table_index
-        grad[kr] = -s_cov - dlh[kr]
-        grad += [v - sl[j] * zl[n_u + j] for j, v in enumerate(bp)]
-        return np.array(grad), grad_x, 0
+            grad[k_sd] -= s_sd
+        grad[self._table_index] -= s_cov
+        return grad, grad_x, 0
 
     def _gradient(self, u, b, x, theta0, prior0, wk):
         """``∇U`` in ``(u, b)`` and in ``x`` (module docstring), or None outside the support.
@@ -544,7 +533,7 @@ class JointHMC:
         ``∂U/∂u = Σ_k c_k ℓ′_k [(w_k − 1)(σ_k^{2(w_k−1)}|x_k|² − 1) − w_k Re(ĝ_k* σ_k^{w_k} x_k)]``
         (``c_k`` the half-spectrum weights; ``ℓ′ = 1`` for ``log sd``).
         """
-        if self.field == "white" and self._table is not None:
+        if self.field == "white" and self._table is not None and self._forms is not None:
             # the compiled path of the default configuration
             res = self._gradient_chord(u, b, x, theta0, prior0)
             if res is not False:
@@ -1259,33 +1248,58 @@ def _white_chord(x, gk_raw, fscale, a0, a1, t, inv_step, scale, c,
 
 
 @numba.njit(cache=True, nogil=True)
-def _sites_gather(f, idx, proj):  # pragma: no cover - compiled
-    """``(f_obs, P f_obs)``: the field at the observed sites and its shear shift."""
-    ff = f.ravel()
+def _chord_sites(f, idx, proj, zt, base, u, b, obs_u, beta_sd, forms, lo, hi, kind, y, aux,
+                 out):  # pragma: no cover - compiled
+    """Everything of ∇U between the two transforms, for :meth:`JointHMC._gradient_chord`.
+
+    From the field ``f`` and the effective ``(u, b)``: the physical fixed effects ``c = c_eff
+    − P f_obs`` (the shear; ``proj`` has no rows without it), ``η = base + Zc + f_obs``
+    (``Zᵀ = zt``), the site gradient ``g``, ``Zᵀg``, and ``out[idx] = g − Pᵀ(Zᵀg + ∇_c log
+    p)`` for the forward transform.  Returns ``(ok, ∇U)`` with ∇U complete except the
+    spectral sums of ``sd`` and the range (their hyperpriors' terms are in); ``ok`` is False
+    outside the support or at a non-finite gradient.  The hyperpriors' derivatives are
+    ``a + b u + c e^{du}`` (:meth:`Hyperprior.derivative_form`, rows of ``forms``).
+    """
     n = idx.size
+    n_u = obs_u.size
+    nb = b.size
+    nh = u.size
+    q = n_u + nb
+    grad = np.zeros(nh + nb)
+    ff = f.ravel()
     f_obs = np.empty(n)
     for i in range(n):
         f_obs[i] = ff[idx[i]]
-    shift = np.zeros(proj.shape[0])
+    shift = np.zeros(q)
     for j in range(proj.shape[0]):
         acc = 0.0
         for i in range(n):
             acc += proj[j, i] * f_obs[i]
         shift[j] = acc
-    return f_obs, shift
-
-
-@numba.njit(cache=True, nogil=True)
-def _sites_grad(f_obs, base, zt, c_phys, kind, y, aux, proj, grad_c, idx,
-                out):  # pragma: no cover - compiled
-    """The likelihood's site gradient, scattered for the forward transform.
-
-    ``η = base + Zc + f_obs`` (``Zᵀ = zt``, ``c`` the physical fixed effects); ``g =
-    ∂log L/∂η``; ``out[idx] = g − Pᵀ(Zᵀg + ∇_c log p)`` (the shear's field gradient; ``g``
-    itself without the shear, ``proj`` then having no rows).  Returns ``(Zᵀg, all finite)``.
-    """
-    n = f_obs.size
-    q = zt.shape[0]
+    up = u.copy()
+    c_phys = np.empty(q)
+    for j in range(n_u):
+        k = obs_u[j]
+        v = u[k] - shift[j]
+        if not (lo[k] <= v <= hi[k]):
+            return False, grad
+        up[k] = v
+        c_phys[j] = v
+    bp = np.empty(nb)
+    for j in range(nb):
+        bp[j] = b[j] - shift[n_u + j] / beta_sd[j]
+        c_phys[n_u + j] = beta_sd[j] * bp[j]
+    dlh = np.empty(nh)
+    for k in range(nh):
+        v = forms[k, 0] + forms[k, 1] * up[k]
+        if forms[k, 2] != 0.0:
+            v += forms[k, 2] * math.exp(forms[k, 3] * up[k])
+        dlh[k] = v
+    grad_c = np.empty(q)
+    for j in range(n_u):
+        grad_c[j] = dlh[obs_u[j]]
+    for j in range(nb):
+        grad_c[n_u + j] = -c_phys[n_u + j] / beta_sd[j] ** 2
     g = np.empty(n)
     ok = True
     for i in range(n):
@@ -1308,7 +1322,13 @@ def _sites_grad(f_obs, base, zt, c_phys, kind, y, aux, proj, grad_c, idx,
         for j in range(proj.shape[0]):
             v -= proj[j, i] * (zg[j] + grad_c[j])
         of[idx[i]] = v
-    return zg, ok
+    for k in range(nh):
+        grad[k] = -dlh[k]
+    for j in range(n_u):
+        grad[obs_u[j]] -= zg[j]
+    for j in range(nb):
+        grad[nh + j] = bp[j] - beta_sd[j] * zg[n_u + j]
+    return ok and math.isfinite(grad.sum()), grad
 
 
 @numba.njit(cache=True, nogil=True)

@@ -172,6 +172,26 @@ def test_compiled_gradient_equals_the_general_path(variant, backend, monkeypatch
         assert mv._gradient(u0, np.full_like(b0, np.inf), x0, th0, pr0, wk) is None
 
 
+def test_a_hyperprior_without_a_closed_form_keeps_the_general_path(monkeypatch):
+    """The compiled gradient needs every hyperprior's ``derivative_form``; a user's
+    hyperprior without one is differentiated by differences on the general path."""
+
+    class Custom(Normal):
+        def derivative_form(self):
+            return None
+
+    model = poisson_model("circulant")
+    model.hyperpriors["mean"] = Custom(0.0, 2.0)     # a fresh model of this test's own
+    st, _ = warm_start(model, chain_rngs(0, 1), [{"sd": 1.1, "range": 5.0, "mean": 0.1}])
+    mv = JointHMC(model, n_tune=50)
+    monkeypatch.setattr(JointHMC, "_gradient_chord", lambda self, *a: pytest.fail("compiled"))
+    th0, pr0 = st.theta_of(0), st.priors[0]
+    x0 = np.array(st.white[0])
+    res = mv._gradient(mv._u_of(th0), st.beta[0] / model.beta_sd, x0, th0, pr0,
+                       np.ones(x0.shape))
+    assert res is not None and np.all(np.isfinite(res[0]))
+
+
 @pytest.mark.parametrize("backend", ["circulant", "gmrf"])
 @pytest.mark.parametrize("field", ["pncp", "white"], ids=["leapfrog", "split"])
 def test_integrator_is_reversible_and_its_energy_error_is_second_order(field, backend):
