@@ -278,12 +278,34 @@ def agreement(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def medians(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per problem and method: medians over its repeats (None where a repeat did not converge)."""
+    groups: dict[tuple[str, str], list] = {}
+    for r in rows:
+        groups.setdefault((r["problem"], r["method"]), []).append(r)
+    out = []
+    for (prob, meth), rs in groups.items():
+        conv = [r for r in rs if r.get("converged")]
+        all_conv = len(conv) == len(rs)
+
+        def med(key: str, rs: list = rs, ok: bool = all_conv) -> float | None:
+            vals = [r.get(key) for r in rs]
+            return float(np.median(vals)) if ok and all(v is not None for v in vals) else None
+
+        out.append({"problem": prob, "method": meth, "repeats": len(rs),
+                    "converged": len(conv), "seconds_to_rhat": med("seconds_to_rhat"),
+                    "min_ess_bulk_per_second": med("min_ess_bulk_per_second"),
+                    "seconds_per_iteration": float(np.median(
+                        [r["seconds_per_iteration"] for r in rs]))})
+    return out
+
+
 def report() -> dict[str, Any]:
     rows = []
     for f in sorted(RUNS.glob("*.json")):
         rows.append(analyse(json.loads(f.read_text())))
-    summary = {"rows": rows, "agreement": agreement(rows), "threads": THREADS,
-               "rhat_target": RHAT_TARGET, "family_alpha": FAMILY_ALPHA}
+    summary = {"rows": rows, "medians": medians(rows), "agreement": agreement(rows),
+               "threads": THREADS, "rhat_target": RHAT_TARGET, "family_alpha": FAMILY_ALPHA}
     (RESULTS / "mixing_lgcp.json").write_text(json.dumps(summary, indent=1))
     for r in rows:
         conv = (f"{r['seconds_to_rhat']:.0f} s" if r["converged"] else
@@ -293,6 +315,13 @@ def report() -> dict[str, Any]:
               f"{r['seconds_per_iteration']:.3f} s/it, R-hat ≤ 1.01 at {conv}; "
               f"min bulk ESS/s {ess if ess is None else round(ess, 3)}; "
               f"load {r['load'][0]:.1f}-{r['load'][1]:.1f}")
+    for m in summary["medians"]:
+        if m["repeats"] > 1:
+            t, e = m["seconds_to_rhat"], m["min_ess_bulk_per_second"]
+            print(f"{m['problem']:>7} {m['method']:>12}: median over {m['repeats']} repeats: "
+                  f"{m['converged']} converged, R-hat ≤ 1.01 at "
+                  f"{'—' if t is None else f'{t:.0f}'} s, min bulk ESS/s "
+                  f"{'—' if e is None else f'{e:.2f}'}")
     for a in summary["agreement"]:
         print(f"agreement {a['problem']}: max |z| {a['max_abs_z']:.2f} over {a['n_tests']} tests "
               f"(critical {a['critical_z']:.2f}): {'agree' if a['agree'] else 'DISAGREE'}")
@@ -337,6 +366,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tune", type=int, default=200, help="HMC adaptation iterations")
     ap.add_argument("--budget", type=float, default=1800.0, help="seconds per run")
     ap.add_argument("--seed", type=int, default=2025)
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="runs per problem and method (seeds seed + r), interleaved: the "
+                         "methods' order alternates between repeats; medians in the summary")
     ap.add_argument("--report", action="store_true", help="only rebuild the summary")
     ap.add_argument("--quick", action="store_true", help="smoke run into a temporary folder")
     ap.add_argument("--out", type=Path, default=None, help="results folder (default: the repo's)")
@@ -350,17 +382,21 @@ def main(argv: list[str] | None = None) -> None:
         args.iterations, args.tune, args.budget = 30, 20, 60.0
     RUNS.mkdir(parents=True, exist_ok=True)
     if not args.report:
-        for p in args.problems:
-            for m in args.methods:
-                f = RUNS / f"{p}-{m}.json"
-                if f.exists():
-                    print(f"[mixing] {p}/{m}: done before, skipped", flush=True)
-                    continue
-                print(f"[mixing] {p}/{m} ...", flush=True)
-                res = run_one(p, m, args.iterations, args.tune, args.budget, args.seed)
-                tmp = f.with_suffix(".tmp")
-                tmp.write_text(json.dumps(res))
-                tmp.replace(f)
+        for r in range(args.repeats):
+            methods = args.methods if r % 2 == 0 else args.methods[::-1]
+            for p in args.problems:
+                for m in methods:
+                    f = RUNS / (f"{p}-{m}.json" if r == 0 else f"{p}-{m}-r{r}.json")
+                    if f.exists():
+                        print(f"[mixing] {p}/{m} repeat {r}: done before, skipped", flush=True)
+                        continue
+                    print(f"[mixing] {p}/{m} repeat {r} ...", flush=True)
+                    res = run_one(p, m, args.iterations, args.tune, args.budget,
+                                  args.seed + r)
+                    res["repeat"] = r
+                    tmp = f.with_suffix(".tmp")
+                    tmp.write_text(json.dumps(res))
+                    tmp.replace(f)
     report()
 
 
