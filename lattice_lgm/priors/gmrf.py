@@ -1010,6 +1010,10 @@ class GMRFPrior(GaussianPrior):
         unit_var = reuse._extra["unit_var"] if same_b else st.unit_variance(b_full)
         self._extra["b_full"], self._extra["unit_var"] = b_full, unit_var
         # Var(x_c) = unit_var / s  ⇒  s = unit_var / sd²  (exact calibration, module docstring)
+        if not 0.0 < sd * sd < math.inf:   # (sd**2 would raise OverflowError)
+            raise InvalidParameterError(
+                f"sd={sd!r}: its square is not a positive finite float64, so the precision "
+                "cannot be scaled to it; give an sd between about 1e-150 and 1e150.")
         s = unit_var / sd**2
         self._extra["s"] = s
         nu, a = st.nu, st.alpha

@@ -599,6 +599,11 @@ def test_with_params_errors():
         p.with_params(nu=2)
     with pytest.raises(InvalidParameterError, match="sd"):
         p.with_params(sd=0.0)
+    # positive, but its square underflows (a runaway HMC trajectory reached it): an error the
+    # samplers treat as outside the support, not a ZeroDivisionError
+    for sd in (1e-200, 1e200):
+        with pytest.raises(InvalidParameterError, match="square"):
+            p.with_params(sd=sd)
     with pytest.raises(InvalidParameterError, match="range"):
         p.with_params(range=float("nan"))
     with pytest.raises(InvalidParameterError, match="rho"):
