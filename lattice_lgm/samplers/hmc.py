@@ -298,13 +298,13 @@ class JointHMC:
         self.metric = metric
         # for the gradient's compiled path (:meth:`_gradient_chord`)
         self._k_sd = self.names.index("sd") if "sd" in self.names else -1
-        self._lo = [float(v) for v in self._bounds[:, 0]]
-        self._hi = [float(v) for v in self._bounds[:, 1]]
+        self._lo_a = np.ascontiguousarray(self._bounds[:, 0])
+        self._hi_a = np.ascontiguousarray(self._bounds[:, 1])
+        self._lo, self._hi = self._lo_a.tolist(), self._hi_a.tolist()   # Python's checks
         n_obs = model.likelihood.n_obs
         self._zt = np.ascontiguousarray(np.reshape(cols, (len(cols), n_obs)), dtype=np.float64)
         self._proj_rows = (np.ascontiguousarray(self._proj) if self._proj is not None
                            else np.zeros((0, n_obs)))
-        # η's part that no sampled fixed effect carries (the offset, fixed coefficients)
         self._beta_sd = np.ascontiguousarray(
             np.broadcast_to(model.beta_sd, (model.n_beta,)), dtype=np.float64)
         self._obs_idx = np.array(self._obs_u, dtype=np.int64)
@@ -313,8 +313,7 @@ class JointHMC:
         # without that form (a user's subclass) keeps the general path
         self._forms = (None if any(f is None for f in forms)
                        else np.array(forms, dtype=np.float64).reshape(-1, 4))
-        self._lo_a = np.array(self._lo)
-        self._hi_a = np.array(self._hi)
+        # η's part that no sampled fixed effect carries (the offset, fixed coefficients)
         self._base0 = np.ascontiguousarray(
             model.base_obs({self.names[k]: 0.0 for k in self._obs_u}), dtype=np.float64)
 
@@ -386,7 +385,11 @@ class JointHMC:
         return self._physical(u, b, f_obs, sign=1.0)
 
     def _in_support(self, u: np.ndarray) -> bool:
-        return bool(np.all(u >= self._bounds[:, 0]) and np.all(u <= self._bounds[:, 1]))
+        """Every coordinate of ``u`` inside its hyperprior's support (False for NaN)."""
+        for v, lo, hi in zip(u.tolist(), self._lo, self._hi, strict=True):
+            if not lo <= v <= hi:
+                return False
+        return True
 
     @staticmethod
     def _pow(sig: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -476,7 +479,7 @@ class JointHMC:
         """:meth:`_gradient` for the whitened field with the range from the table, compiled.
 
         The same formulas in three compiled passes around the two transforms: the field's
-        spectrum on the table's chord (:func:`_color_chord`); the sites (:func:`_chord_sites`:
+        spectrum on the table's chord (:func:`_color_pass`); the sites (:func:`_chord_sites`:
         gather, the shear's shift to the physical fixed effects, the hyperpriors' derivatives
         in their closed form, the likelihood's gradient, ``Zᵀg`` and the shear's correction);
         the spectral sums (:func:`_white_chord`).  Python is left with the bounds, the table's
@@ -485,10 +488,9 @@ class JointHMC:
         Returns ``False`` where the general path must answer (a chord past the range's upper
         bound).
         """
+        if not self._in_support(u):
+            return None
         ul = u.tolist()
-        for v, lo, hi in zip(ul, self._lo, self._hi, strict=True):
-            if not lo <= v <= hi:  # also NaN
-                return None
         try:
             ch = self._table.chord(ul[self._table_index], prior0, self._ops)
         except (InvalidParameterError, ParameterOutOfBoundsError):
@@ -508,7 +510,7 @@ class JointHMC:
             ctx = self._local.chord = (prior0, ws, self._ops.weights(prior0),
                                        math.sqrt(ws.size))
         _, ws, c, root_m = ctx
-        _color_chord(x, a0, a1, t, scale, root_m, ws.bwd_in)
+        _color_pass(x, a0, a1, t, scale, root_m, ws.bwd_in)
         model = self.model
         lik = model.likelihood
         ok, grad = _chord_sites(ws.backward(), model.state_index, self._proj_rows, self._zt,
@@ -554,12 +556,13 @@ class JointHMC:
         white = self.field == "white" or not np.any(wk != 1.0)
         if white:  # w = 1: f = F⁻¹(σ x), no powers needed
             sw = sq
-            _color_pass(x, sq, math.sqrt(ws.size), ws.bwd_in)
+            _color_pass(x, sq, sq, 0.0, 1.0, math.sqrt(ws.size), ws.bwd_in)
         else:
             sw = self._pow(sq, wk)                  # σ^w
             s2 = self._pow(sq, 2.0 * (wk - 1.0))    # σ^{2(w−1)}
             fx = sw * x
-            _color_pass(fx, np.ones_like(sq), math.sqrt(ws.size), ws.bwd_in)
+            one = np.ones_like(sq)
+            _color_pass(fx, one, one, 0.0, 1.0, math.sqrt(ws.size), ws.bwd_in)
         f = ws.backward()
         lik = model.likelihood
         idx = model.state_index
@@ -1216,10 +1219,12 @@ def _white_pass(x, gk_raw, scale, sq, dsq, c, prior_term):  # pragma: no cover -
 
 
 @numba.njit(cache=True, nogil=True)
-def _color_chord(x, a0, a1, t, scale, root_m, out):  # pragma: no cover - compiled
-    """:func:`_color_pass` with ``σ = scale (a0 + t (a1 − a0))``, the table's chord.
+def _color_pass(x, a0, a1, t, scale, root_m, out):  # pragma: no cover - compiled
+    """``out = x · (σ / √M)``: the c2r's input for ``f = F_u⁻¹(σ x)`` (the 1/√M of F_u⁻¹).
 
-    ``σ`` is formed bin by bin exactly as :func:`_interpolate` forms it, never stored.
+    ``σ = scale (a0 + t (a1 − a0))``: the table's chord, formed bin by bin exactly as
+    :func:`_interpolate` forms it and never stored; ``a1 = a0``, ``t = 0``, ``scale = 1``
+    give ``σ = a0`` exactly.
     """
     xf, f0, f1, of = x.ravel(), a0.ravel(), a1.ravel(), out.ravel()
     for i in range(xf.size):
@@ -1329,14 +1334,6 @@ def _chord_sites(f, idx, proj, zt, base, u, b, obs_u, beta_sd, forms, lo, hi, ki
     for j in range(nb):
         grad[nh + j] = bp[j] - beta_sd[j] * zg[n_u + j]
     return ok and math.isfinite(grad.sum()), grad
-
-
-@numba.njit(cache=True, nogil=True)
-def _color_pass(x, sq, root_m, out):  # pragma: no cover - compiled
-    """``out = x · (σ / √M)``: the c2r's input for ``f = F_u⁻¹(σ x)`` (the 1/√M of F_u⁻¹)."""
-    xf, sf, of = x.ravel(), sq.ravel(), out.ravel()
-    for i in range(xf.size):
-        of[i] = xf[i] * (sf[i] / root_m)
 
 
 @numba.njit(cache=True, nogil=True)

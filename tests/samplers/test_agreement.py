@@ -22,7 +22,8 @@ intercept is checked by ``test_geweke`` and against NumPyro, docs/convergence.md
 Each fit: 4 chains from the warm start; HMC 4 × (200 + 700) on the torus and 4 × (200 + 2000)
 on the GMRF (measured: 700 draws there reached only R-hat 1.021 for sd, bulk ESS 227),
 interweaving 4 × (200 + 8000) on the dense backend and 4 × (200 + 12000) on the GMRF (8000
-left sd at R-hat 1.0104).  22 minutes on one core (2026-11-26: the 3 tests passed).
+left sd at R-hat 1.0104).  22 minutes on one core (2026-11-26: the 3 tests passed); 14 with
+joint HMC's compiled gradient.
 Both must reach R-hat ≤ 1.01 on sd and range; then each 5/50/95 % quantile of each is z-tested
 with both Monte Carlo standard errors (ArviZ's quantile MCSE), Bonferroni over the 12 tests at
 family-wise level 1 % (critical |z| 3.34), so the test fails falsely with probability ≤ 1 %
