@@ -21,13 +21,14 @@ plans; draws are bitwise identical for 1 and 2 FFT threads, tested).  Pass
 from __future__ import annotations
 
 import os
-import threading
+import weakref
 from collections.abc import Callable
 
 import numpy as np
 import pyfftw
 
 from ..errors import InvalidParameterError
+from . import _fftw
 
 __all__ = ["PLANNER_EFFORTS", "RealFFTPlans", "SplitRealFFT", "WindowRealFFT", "export_wisdom",
            "import_wisdom"]
@@ -38,8 +39,9 @@ DEFAULT_PLANNER = "FFTW_ESTIMATE"
 
 #: below this many torus cells FFTs run on one thread (thread hand-over costs more than the FFT)
 SMALL_FFT = 4096
-# FFTW's planner is not thread safe (plans may be executed concurrently, not made concurrently)
-_PLAN_LOCK = threading.Lock()
+# FFTW's planner is not thread safe (plans may be executed concurrently, not made concurrently);
+# one lock for pyfftw's plans and the compiled kernels' (:mod:`._fftw`)
+_PLAN_LOCK = _fftw.PLAN_LOCK
 
 
 def default_threads(size: int | None = None) -> int:
@@ -239,6 +241,20 @@ class RealFFTPlans:
             w[..., -1] = 1.0
         return w
 
+    def plane_reversal(self) -> np.ndarray:
+        """Flat indices that reverse a last-axis plane: ``p[k] → p[−k mod n]`` per axis.
+
+        ``p.reshape(-1)[plane_reversal()]`` for a plane ``p`` of shape ``torus_shape[:-1]``
+        (made once per torus).
+        """
+        rev = getattr(self, "_plane_reversal", None)
+        if rev is None:
+            dims = self.torus_shape[:-1]
+            src = tuple((-np.arange(n)) % n for n in dims)
+            rev = np.ravel_multi_index(np.meshgrid(*src, indexing="ij"), dims).reshape(-1)
+            self._plane_reversal = rev
+        return rev
+
     def hermitian_planes(self) -> tuple[int, ...]:
         """Last-axis indices of the half-spectrum whose bins pair up within the half-spectrum."""
         m = self.torus_shape[-1]
@@ -352,30 +368,69 @@ class WindowRealFFT:
         self.bwd_in = pyfftw.empty_aligned(half, dtype=np.complex128)
         self._mid_b = pyfftw.empty_aligned(half, dtype=np.complex128)
         self.bwd_out = pyfftw.empty_aligned(slab, dtype=np.float64)
-        flags = (planner_effort,)
+        #: the four plans' addresses (forward over the other axes, forward along axis 0,
+        #: backward along axis 0, backward over the other axes) for compiled callers
+        #: (:mod:`._fftw`); None where pyfftw's plans run instead (no loadable FFTW)
+        self.plans: tuple[int, int, int, int] | None = None
         with _PLAN_LOCK:  # MEASURE overwrites the buffers: plan before any data goes in
-            self._f_rest = pyfftw.FFTW(self.fwd_in, self._mid_f[:n0], axes=rest,
-                                       direction="FFTW_FORWARD", flags=flags, threads=threads)
-            self._f_0 = pyfftw.FFTW(self._mid_f, self.fwd_out, axes=(0,),
-                                    direction="FFTW_FORWARD", flags=flags, threads=threads)
-            self._b_0 = pyfftw.FFTW(self.bwd_in, self._mid_b, axes=(0,),
-                                    direction="FFTW_BACKWARD", flags=flags, threads=threads)
-            self._b_rest = pyfftw.FFTW(self._mid_b[:n0], self.bwd_out, axes=rest,
-                                       direction="FFTW_BACKWARD",
-                                       flags=(*flags, "FFTW_DESTROY_INPUT"), threads=threads)
+            if _fftw.LIB is not None:
+                made: list[int] = []
+                try:
+                    for src, dst, axes, sign, destroy in (
+                            (self.fwd_in, self._mid_f[:n0], rest, _fftw.FORWARD, False),
+                            (self._mid_f, self.fwd_out, (0,), _fftw.FORWARD, False),
+                            (self.bwd_in, self._mid_b, (0,), _fftw.BACKWARD, False),
+                            (self._mid_b[:n0], self.bwd_out, rest, _fftw.BACKWARD, True)):
+                        made.append(_fftw.plan(src, dst, axes, effort=planner_effort,
+                                               threads=int(threads), sign=sign,
+                                               destroy_input=destroy))
+                    self.plans = tuple(made)
+                except RuntimeError:
+                    for p in made:
+                        _fftw.destroy(p)
+            if self.plans is None:
+                flags = (planner_effort,)
+                self._f_rest = pyfftw.FFTW(self.fwd_in, self._mid_f[:n0], axes=rest,
+                                           direction="FFTW_FORWARD", flags=flags,
+                                           threads=threads)
+                self._f_0 = pyfftw.FFTW(self._mid_f, self.fwd_out, axes=(0,),
+                                        direction="FFTW_FORWARD", flags=flags, threads=threads)
+                self._b_0 = pyfftw.FFTW(self.bwd_in, self._mid_b, axes=(0,),
+                                        direction="FFTW_BACKWARD", flags=flags, threads=threads)
+                self._b_rest = pyfftw.FFTW(self._mid_b[:n0], self.bwd_out, axes=rest,
+                                           direction="FFTW_BACKWARD",
+                                           flags=(*flags, "FFTW_DESTROY_INPUT"),
+                                           threads=threads)
+        if self.plans is not None:
+            weakref.finalize(self, _destroy_plans, self.plans)
         self.fwd_in[...] = 0.0
-        self._mid_f[...] = 0.0     # slices ≥ n0 stay zero: only _f_rest writes, below n0
+        self._mid_f[...] = 0.0     # slices ≥ n0 stay zero: only the first plan writes, below n0
         self.size = int(np.prod(shape))
         self.n0 = n0
 
     def forward(self) -> np.ndarray:
         """Unnormalised r2c of the torus field whose first ``n0`` slices are :attr:`fwd_in`."""
-        self._f_rest.execute()
-        self._f_0.execute()
+        if self.plans is not None:
+            _fftw.execute(self.plans[0])
+            _fftw.execute(self.plans[1])
+        else:
+            self._f_rest.execute()
+            self._f_0.execute()
         return self.fwd_out
 
     def backward(self) -> np.ndarray:
         """The first ``n0`` slices of the unnormalised c2r of :attr:`bwd_in`."""
-        self._b_0.execute()
-        self._b_rest.execute()
+        if self.plans is not None:
+            _fftw.execute(self.plans[2])
+            _fftw.execute(self.plans[3])
+        else:
+            self._b_0.execute()
+            self._b_rest.execute()
         return self.bwd_out
+
+
+def _destroy_plans(plans: tuple[int, ...]) -> None:
+    """Free :class:`WindowRealFFT`'s compiled plans (its finaliser)."""
+    with _PLAN_LOCK:
+        for p in plans:
+            _fftw.destroy(p)

@@ -507,11 +507,21 @@ def test_split_workspace_transforms_and_keeps_its_forward_input():
     np.testing.assert_allclose(got, prior.colorize_spectrum(zeta[None])[0], rtol=0, atol=1e-13)
 
 
+@pytest.mark.parametrize("plans", ["compiled", "compiled-2-threads", "pyfftw"])
 @pytest.mark.parametrize("shape", [(12, 10), (6, 5, 4)])
-def test_window_workspace_is_the_pruned_transform(shape):
-    """``WindowRealFFT``: rfftn of a field zero off the window; irfftn's window slices."""
+def test_window_workspace_is_the_pruned_transform(shape, plans, monkeypatch):
+    """``WindowRealFFT``: rfftn of a field zero off the window; irfftn's window slices —
+    with the plans made through FFTW's C interface (executable from compiled code) and with
+    pyfftw's (where no FFTW library can be loaded)."""
+    from lattice_lgm.priors import _fftw
+
+    if plans == "pyfftw":
+        monkeypatch.setattr(_fftw, "LIB", None)
+    elif _fftw.LIB is None:
+        pytest.fail("no FFTW library for compiled plans: the pyfftw install lost its FFTW")
     prior = CirculantPrior(Lattice(shape), Matern(1.5, range=2.0))
-    ws = prior.workspace(threads=1, window=True)
+    ws = prior.workspace(threads=2 if plans == "compiled-2-threads" else 1, window=True)
+    assert (ws.plans is None) == (plans == "pyfftw")
     n0 = shape[0]
     rng = np.random.default_rng(4)
     x = np.zeros(prior.embedding_shape)
