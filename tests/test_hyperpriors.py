@@ -275,6 +275,27 @@ def test_logpdf_unconstrained_includes_jacobian(prior):
     assert val == pytest.approx(0.6, abs=1e-8)
 
 
+def test_one_point_equals_the_array_path(prior):
+    """``logpdf`` and ``logpdf_unconstrained`` at one point (the samplers' call, with its own
+    short path) give exactly the numbers of the array path, inside and outside the support,
+    at its bounds, at ±inf and NaN."""
+    lo, hi = prior.lower, prior.upper
+    inner = [float(prior.ppf(q)) for q in (1e-6, 0.05, 0.5, 0.95, 1 - 1e-9)]
+    pts = [*inner, lo, hi, lo - 1.0, hi + 1.0, 0.0, -0.0, -1.0, math.inf, -math.inf, math.nan]
+    arr = np.asarray(prior.logpdf(np.array(pts)))
+    for x, want in zip(pts, arr, strict=True):
+        got = prior.logpdf(x)
+        assert isinstance(got, float)
+        assert got == want or (math.isnan(got) and math.isnan(want)), (x, got, want)
+    us = [float(prior.to_unconstrained(x)) for x in inner]
+    us += [*prior.unconstrained_bounds, 800.0, -800.0, math.inf, -math.inf, math.nan]
+    arr = np.asarray(prior.logpdf_unconstrained(np.array(us)))
+    for u, want in zip(us, arr, strict=True):
+        got = prior.logpdf_unconstrained(u)
+        assert isinstance(got, float)
+        assert got == want or (math.isnan(got) and math.isnan(want)), (u, got, want)
+
+
 def test_dlogpdf_unconstrained_is_the_derivative(prior):
     """The closed form (every built-in family) or differences: against a 5-point stencil of
     ``logpdf_unconstrained`` at interior quantiles (relative 1e-6)."""

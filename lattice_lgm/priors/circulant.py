@@ -405,12 +405,11 @@ class CirculantPrior(GaussianPrior):
         ``(u_k + conj u_{−k}) / √2`` — complex with Re, Im ~ N(0, 1/2) for a pair, and real
         N(0, 1) for a self-conjugate bin, exactly the unitary rfft of real white noise.
         """
+        rev = self._plans.plane_reversal()
         for j in self._plans.hermitian_planes():
             plane = buf[..., j]
-            rev = plane.copy()
-            for ax in range(plane.ndim):
-                rev = np.roll(np.flip(rev, axis=ax), 1, axis=ax)
-            buf[..., j] = (plane + np.conj(rev)) * (1.0 / math.sqrt(2.0))
+            buf[..., j] = (plane + np.conj(plane.reshape(-1)[rev].reshape(plane.shape))) * (
+                1.0 / math.sqrt(2.0))
 
     def _draw(
         self,

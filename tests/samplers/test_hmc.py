@@ -172,6 +172,84 @@ def test_compiled_gradient_equals_the_general_path(variant, backend, monkeypatch
         assert mv._gradient(u0, np.full_like(b0, np.inf), x0, th0, pr0, wk) is None
 
 
+@pytest.mark.parametrize("variant", ["block-coefficients", "no-shear", "hyper-coefficient"])
+def test_compiled_trajectory_equals_the_python_loop(variant, monkeypatch):
+    """The default configuration's whole trajectory in one compiled call
+    (:func:`hmc._trajectory_chord`) takes the same steps as the Python loop over
+    :meth:`JointHMC._gradient` to round-off — from a fresh table (the kernel stops for its
+    nodes and resumes), next to the range's bound (a chord past it: that gradient on the
+    general path) and on a trajectory that runs away (the same divergence at the same step)."""
+    from lattice_lgm.samplers import hmc
+
+    model = _variant("circulant", variant)
+    statuses: list[int] = []
+    kernel = hmc._trajectory_chord
+
+    def spy(*a):
+        out = kernel(*a)
+        statuses.append(int(out[0]))
+        return out
+
+    monkeypatch.setattr(hmc, "_trajectory_chord", spy)
+    theta = {k: v for k, v in {"sd": 1.1, "range": 5.0, "mean": 0.1, "beta_x": 0.2}.items()
+             if k in model.hyper_names}
+    st, _ = warm_start(model, chain_rngs(0, 1), [theta])
+    th0, pr0 = st.theta_of(0), st.priors[0]
+    k_r = JointHMC(model).names.index("range")
+    for start, push, eps, n_steps in (("inside", None, 0.05, 40),
+                                      ("at the bound", 0.0, 0.005, 25),
+                                      ("runaway", 5e4, 0.05, 40)):
+        runs = []
+        for compiled in (True, False):
+            mv = JointHMC(model, n_tune=50, shear=variant != "no-shear")   # a fresh table
+            assert mv._compiled
+            mv._compiled = compiled
+            u0 = mv._u_of(th0)
+            if start != "inside":
+                u0[k_r] = math.log(7.99)       # the range's bound is 8: past its last chord
+            b0 = st.beta[0] / model.beta_sd if model.n_beta else np.zeros(0)
+            x0 = np.array(st.white[0])
+            r = np.random.default_rng(5)
+            rh = r.standard_normal(mv.n_h) * 3.0
+            if push is not None:
+                rh[k_r] = push
+            rz = mv._ops.draw(pr0, r)
+            ones = np.ones(x0.shape)
+            g0 = mv._gradient(u0, b0, x0, th0, pr0, ones)
+            runs.append(mv._leapfrog(u0, b0, x0, rh, rz, g0, eps, n_steps,
+                                     np.full(mv.n_h, 0.05), ones, ones, th0, pr0))
+        for a, b in zip(*runs, strict=True):
+            if isinstance(a, np.ndarray):
+                np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=start)
+            else:
+                assert a == b, start
+        if start == "runaway":
+            assert runs[0][-1] is False
+    assert {hmc._NEED_NODES, hmc._PAST_TABLE, hmc._DIVERGED, hmc._DONE} <= set(statuses)
+
+
+def test_spectrum_table_block_is_contiguous_and_exact():
+    """The table's nodes are one contiguous block (what the compiled trajectory reads): a
+    request past it fills the gap, adds the margin, stops at the range's bound, and every
+    node is the exact unit-sd spectrum at its grid point."""
+    model = poisson_model("circulant")
+    mv = JointHMC(model, n_tune=50)
+    table, prior, ops = mv._table, model.prior, mv._ops
+    step = _SpectrumTable.STEP
+    j_top = math.floor(table.u_max / step)
+    j0, nodes = table.cover(100, 101, prior, ops)
+    assert j0 == 100 - table.MARGIN and len(nodes) == 2 + 2 * table.MARGIN
+    j0, nodes = table.cover(150, 151, prior, ops)
+    assert j0 == 100 - table.MARGIN
+    assert j0 + len(nodes) - 1 == min(151 + table.MARGIN, j_top)
+    for j in (j0, 120, 140, 151, j0 + len(nodes) - 1):
+        want = ops.sigma(prior.with_params(sd=1.0, range=math.exp(j * step)))
+        np.testing.assert_array_equal(nodes[j - j0], want)
+    a0, _, t = table.chord(1.2345, prior, ops)
+    assert a0 is not None and 0.0 <= t < 1.0
+    assert table.chord(table.u_max - 0.5 * step, prior, ops) is None   # its chord crosses
+
+
 def test_a_hyperprior_without_a_closed_form_keeps_the_general_path(monkeypatch):
     """The compiled gradient needs every hyperprior's ``derivative_form``; a user's
     hyperprior without one is differentiated by differences on the general path."""
