@@ -230,8 +230,9 @@ def test_compiled_trajectory_equals_the_python_loop(variant, monkeypatch):
 
 def test_spectrum_table_block_is_contiguous_and_exact():
     """The table's nodes are one contiguous block (what the compiled trajectory reads): a
-    request past it fills the gap, adds the margin, stops at the range's bound, and every
-    node is the exact unit-sd spectrum at its grid point."""
+    request past it fills the gap and grows the block by at least its length (few copies),
+    stops at the range's bound, and every node is the exact unit-sd spectrum at its grid
+    point."""
     model = poisson_model("circulant")
     mv = JointHMC(model, n_tune=50)
     table, prior, ops = mv._table, model.prior, mv._ops
@@ -239,9 +240,11 @@ def test_spectrum_table_block_is_contiguous_and_exact():
     j_top = math.floor(table.u_max / step)
     j0, nodes = table.cover(100, 101, prior, ops)
     assert j0 == 100 - table.MARGIN and len(nodes) == 2 + 2 * table.MARGIN
-    j0, nodes = table.cover(150, 151, prior, ops)
+    first = len(nodes)
+    j0, nodes = table.cover(150, 151, prior, ops)      # the gap filled, grown by ≥ its length
     assert j0 == 100 - table.MARGIN
-    assert j0 + len(nodes) - 1 == min(151 + table.MARGIN, j_top)
+    assert j0 + len(nodes) - 1 == min(151 + first, j_top)
+    assert table.cover(120, 121, prior, ops)[1] is nodes      # inside: nothing made
     for j in (j0, 120, 140, 151, j0 + len(nodes) - 1):
         want = ops.sigma(prior.with_params(sd=1.0, range=math.exp(j * step)))
         np.testing.assert_array_equal(nodes[j - j0], want)
