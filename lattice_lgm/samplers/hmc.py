@@ -786,6 +786,8 @@ class JointHMC:
         zeta0 = np.array(state.white[c])
         # the effective fixed effects of the current state (the shear; identity without it)
         u0, b0 = self._effective(u0, b0, state.f[c].reshape(-1)[model.state_index])
+        if self._table is not None:
+            self._table.anchor(float(u0[self._table_index]))
         if int(ex[PREFIX + "iter"][c]) == 0 and self.n_tune > 0:
             # the field's mass and non-centring start from the warm state; without warm-up
             # they stay as given (a state-dependent map would not leave the target invariant)
@@ -951,7 +953,8 @@ class JointHMC:
         The default configuration's: the same steps, the same numbers to round-off (tested).
         Python only steps in where the kernel cannot go on: to extend the spectrum table
         (the chord's nodes are not made yet) and, for a gradient whose chord crosses the
-        range's bound, to take that one gradient on the general path.
+        range's bound or lies far from the trajectory's start
+        (:meth:`_SpectrumTable.is_far`), to take that one gradient on the general path.
         """
         nt = len(self.names)
         hb = np.concatenate([u0, b0])
@@ -974,7 +977,8 @@ class JointHMC:
             if st == _DONE or st == _DIVERGED:
                 ok = st == _DONE
                 break
-            if st == _NEED_NODES:
+            if st == _NEED_NODES and not table.is_far(
+                    math.floor(float(hb[self._table_index]) / step)):
                 j = math.floor(float(hb[self._table_index]) / step)
                 try:
                     table.cover(j, j + 1, prior0, self._ops)
@@ -983,7 +987,8 @@ class JointHMC:
                     break
                 pending = True
                 continue
-            # _PAST_TABLE: this step's gradient on the general path
+            # _PAST_TABLE, or a chord far from the trajectory's start (it runs away,
+            # :meth:`_SpectrumTable.is_far`): this step's gradient on the general path
             res = self._gradient(hb[:nt], hb[nt:], z, theta0, prior0, wk)
             n_grad += 1
             if res is None:
@@ -1243,12 +1248,14 @@ class _SpectrumTable:
 
     STEP = 0.01
     MARGIN = 8
+    FAR = 64
 
     def __init__(self, u_max: float) -> None:
         self.u_max = u_max
         #: ``(j0, nodes)``, nodes ``(n_nodes, *half_shape)``; one attribute, replaced whole
         self.block: tuple[int, np.ndarray] | None = None
         self._lock = threading.Lock()
+        self._local = threading.local()          # each thread's anchor (:meth:`anchor`)
 
     def _make(self, j: int, prior: Any, ops: Any) -> np.ndarray:
         return ops.sigma(prior.with_params(sd=1.0, range=math.exp(j * self.STEP)))
@@ -1256,11 +1263,11 @@ class _SpectrumTable:
     def cover(self, j_lo: int, j_hi: int, prior: Any, ops: Any) -> tuple[int, np.ndarray]:
         """``(j0, nodes)`` with nodes ``j_lo … j_hi`` in the block (made where missing).
 
-        A block that must grow grows by at least its own length on that side (up to the
-        range's bound), so a chain wandering over the table copies each node O(1) times and
-        asks O(log n) times; nodes are made only for the new part.  Raises what the prior
-        raises for a needed node it cannot make (a range of 0); a node of the margin it
-        cannot make ends the margin there.
+        A block that must grow grows on that side by its own length (between ``MARGIN`` and
+        ``FAR`` nodes, up to the range's bound), so a chain wandering over the table asks
+        rarely and the block is copied a few times; nodes are made only for the new part.
+        Raises what the prior raises for a needed node it cannot make (a range of 0); a node
+        of the margin it cannot make ends the margin there.
         """
         with self._lock:
             old = self.block
@@ -1276,7 +1283,7 @@ class _SpectrumTable:
                 lo, hi = j_lo - self.MARGIN, min(j_hi + self.MARGIN, j_max)
                 have = range(0)
             else:
-                grow = max(self.MARGIN, len(nodes))
+                grow = max(self.MARGIN, min(len(nodes), self.FAR))
                 lo = j_lo - grow if j_lo < j0 else j0
                 hi = min(j_hi + grow, j_max) if j_hi > top else top
                 have = range(j0, top + 1)
@@ -1312,9 +1319,36 @@ class _SpectrumTable:
             return None
         blk = self.block
         if blk is None or not blk[0] <= j < blk[0] + len(blk[1]) - 1:
+            if self.is_far(j):
+                return self._make(j, prior, ops), self._make(j + 1, prior, ops), u / self.STEP - j
             blk = self.cover(j, j + 1, prior, ops)
         j0, nodes = blk
         return nodes[j - j0], nodes[j + 1 - j0], u / self.STEP - j
+
+    def anchor(self, u: float) -> None:
+        """Anchor the calling thread's trajectory at ``u`` (its starting point).
+
+        Nodes are kept only within ``FAR`` nodes of the anchor (:meth:`is_far`).
+        """
+        self._local.j = math.floor(u / self.STEP) if math.isfinite(u) else None
+
+    def is_far(self, j: int) -> bool:
+        """Whether node ``j`` lies more than ``FAR`` nodes from the thread's anchor.
+
+        Such a chord's two nodes are made for the call and not kept: a trajectory that runs
+        away would otherwise extend the block to thousands of nodes (one running off to
+        ``range = e^{-600}`` made a 63 000-node block, 19 s of one bei run, before this
+        rule).  Without an anchor nothing is far.
+        """
+        a = getattr(self._local, "j", None)
+        return a is not None and abs(j - a) > self.FAR
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the lock and the anchors are process-local; the nodes are remade on use
+        return {"u_max": self.u_max}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["u_max"])
 
     def at(self, u: float, prior: Any, ops: Any,
            scale: float = 1.0) -> tuple[np.ndarray, np.ndarray] | None:

@@ -16,6 +16,7 @@ fails the gradient test (checked by hand, docs/convergence.md §2).
 from __future__ import annotations
 
 import math
+import pickle
 
 import numpy as np
 import pytest
@@ -178,7 +179,8 @@ def test_compiled_trajectory_equals_the_python_loop(variant, monkeypatch):
     (:func:`hmc._trajectory_chord`) takes the same steps as the Python loop over
     :meth:`JointHMC._gradient` to round-off — from a fresh table (the kernel stops for its
     nodes and resumes), next to the range's bound (a chord past it: that gradient on the
-    general path) and on a trajectory that runs away (the same divergence at the same step)."""
+    general path) and on trajectories that run away, to the bound or to a range of 0 far
+    below the table (the same divergence at the same step, no node kept out there)."""
     from lattice_lgm.samplers import hmc
 
     model = _variant("circulant", variant)
@@ -198,7 +200,8 @@ def test_compiled_trajectory_equals_the_python_loop(variant, monkeypatch):
     k_r = JointHMC(model).names.index("range")
     for start, push, eps, n_steps in (("inside", None, 0.05, 40),
                                       ("at the bound", 0.0, 0.005, 25),
-                                      ("runaway", 5e4, 0.05, 40)):
+                                      ("runaway", 5e4, 0.05, 40),
+                                      ("runaway to range 0", -5e4, 0.05, 40)):
         runs = []
         for compiled in (True, False):
             mv = JointHMC(model, n_tune=50, shear=variant != "no-shear")   # a fresh table
@@ -215,16 +218,21 @@ def test_compiled_trajectory_equals_the_python_loop(variant, monkeypatch):
                 rh[k_r] = push
             rz = mv._ops.draw(pr0, r)
             ones = np.ones(x0.shape)
-            g0 = mv._gradient(u0, b0, x0, th0, pr0, ones)
-            runs.append(mv._leapfrog(u0, b0, x0, rh, rz, g0, eps, n_steps,
-                                     np.full(mv.n_h, 0.05), ones, ones, th0, pr0))
+            mv._table.anchor(float(u0[k_r]))       # as a transition does
+            # and, as JointHMC.step, with numpy's warnings of runaway values off
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                g0 = mv._gradient(u0, b0, x0, th0, pr0, ones)
+                runs.append(mv._leapfrog(u0, b0, x0, rh, rz, g0, eps, n_steps,
+                                         np.full(mv.n_h, 0.05), ones, ones, th0, pr0))
         for a, b in zip(*runs, strict=True):
             if isinstance(a, np.ndarray):
                 np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=start)
             else:
                 assert a == b, start
-        if start == "runaway":
+        if start.startswith("runaway"):
             assert runs[0][-1] is False
+            # far below the table: its nodes were made for the call and not kept
+            assert mv._table.block is None or len(mv._table.block[1]) < 200
     assert {hmc._NEED_NODES, hmc._PAST_TABLE, hmc._DIVERGED, hmc._DONE} <= set(statuses)
 
 
@@ -443,6 +451,13 @@ def test_same_draws_for_any_chain_subset_thread_count_and_adaptation_in_the_stat
         seq, _ = mv1.step(seq, rngs)
     np.testing.assert_array_equal(full.f, seq.f)
     np.testing.assert_array_equal(full.white, seq.white)
+    # a used sampler (its table holds nodes, a lock and per-thread anchors) survives pickling
+    # (Dask ships it) and draws the same
+    again, rngs = start, chain_rngs(7, 3)
+    mv2 = pickle.loads(pickle.dumps(mv))
+    for _ in range(4):
+        again, _ = mv2.step(again, rngs)
+    np.testing.assert_array_equal(full.f, again.f)
     one, _ = warm_start(model, chain_rngs(7, [1]), thetas[1:2], chains=[1], block=5,
                         max_blocks=2)
     r1 = chain_rngs(7, [1])
