@@ -155,6 +155,10 @@ MIN_TUNE = 20
 _LOG_MAX = math.log(np.finfo(np.float64).max)
 #: prefix of this move's entries in ``LatentState.extras``
 PREFIX = "hmc/"
+#: a trajectory whose log range spreads over more than max(SPAN_MIN, SPAN_SD × its scale in
+#: the mass) ends as a divergence (:meth:`JointHMC._span_limit`)
+SPAN_MIN = 1.0
+SPAN_SD = 12.0
 
 
 def adaptation_windows(n_tune: int) -> list[tuple[int, int]]:
@@ -924,11 +928,18 @@ class JointHMC:
         n_grad = n_cov = 0
         c, s = math.cos(eps), math.sin(eps)
         h = 0.5 * eps        # the first half kick; between steps the two half kicks are one
+        kt = self._table_index
+        if self._table is not None:
+            limit, lowest, highest = self._span_limit(inv_m), float(u[kt]), float(u[kt])
         for _ in range(n_steps):
             if not math.isfinite(float(hb.sum())):
                 return u, b, z, rh, rz, n_grad, n_cov, False
             rh -= h * gh
             hb += eps * _inv_mass_times(inv_m, rh)
+            if self._table is not None:
+                lowest, highest = min(lowest, float(u[kt])), max(highest, float(u[kt]))
+                if highest - lowest > limit:
+                    return u, b, z, rh, rz, n_grad, n_cov, False
             # the field: its kick, then its exact rotation (split) or drift (leapfrog)
             if self._split:
                 _kick_rotate(z, rz, gz, h, c, s)
@@ -945,6 +956,25 @@ class JointHMC:
         rh -= 0.5 * eps * gh
         _kick(rz, gz, 0.5 * eps)
         return u, b, z, rh, rz, n_grad, n_cov, True
+
+    def _span_limit(self, inv_m: np.ndarray) -> float:
+        """How far the log range may spread along one trajectory before it ends as divergent.
+
+        ``max(SPAN_MIN, SPAN_SD · s)`` with ``s`` the log range's scale in the mass
+        (``√M⁻¹``, the adapted posterior sd): 1 (a factor 2.7 in range, 14 posterior sds) on
+        bei, where the posterior sd is 0.07; within it the table keeps its nodes
+        (:attr:`_SpectrumTable.FAR` = 100 nodes = 1.0).  A trajectory that does spread so far
+        is an early warm-up's, running away with too long a step (measured on bei at 20 m: to
+        ``range = e^{-9}`` and beyond, 13–40 steps each, every step's spectra outside the
+        table: ≈ 4 s of a 37 s run).  Exact: the rule depends only on the set of positions
+        visited, which the reversed trajectory visits too, so a move and its reverse are
+        rejected alike and detailed balance holds (as for the support's bounds; tested with
+        the rule made active).  Only with the spectrum table
+        (where far positions are costly); the limit is fixed once warm-up ends.
+        """
+        kt = self._table_index
+        var = inv_m[kt] if inv_m.ndim == 1 else inv_m[kt, kt]
+        return max(SPAN_MIN, SPAN_SD * math.sqrt(float(var)))
 
     def _leapfrog_compiled(self, u0, b0, z0, rho_h, rho_z, grad0, eps, n_steps, inv_m, wk,
                            theta0, prior0, ctx):
@@ -967,12 +997,14 @@ class JointHMC:
         sd_fixed = (1.0 if k_sd >= 0
                     else float(theta0.get("sd", prior0.params.get("sd", 1.0))))
         s, pending, n_grad, n_cov, ok = 0, False, 0, 0, False
+        u_t = float(hb[self._table_index])
+        span = np.array([self._span_limit(inv_m), u_t, u_t])
         while True:
             j0, nodes = table.block or (0, np.zeros((0, *z.shape)))
             tab = (nodes, j0, step, table.u_max, self._table_index, k_sd, sd_fixed, c, root_m,
                    _LOG_MAX, True)
             st, s, k = _trajectory_chord(hb, z, rh, rz, gh, gz, inv_m, eps, n_steps, s,
-                                         pending, tab, fft, self._site)
+                                         pending, tab, fft, self._site, span)
             n_grad += k
             if st == _DONE or st == _DIVERGED:
                 ok = st == _DONE
@@ -1248,7 +1280,7 @@ class _SpectrumTable:
 
     STEP = 0.01
     MARGIN = 8
-    FAR = 64
+    FAR = 100
 
     def __init__(self, u_max: float) -> None:
         self.u_max = u_max
@@ -1661,17 +1693,21 @@ def _chord_gradient(hb, z, gh, gz, tab, fft, site):  # pragma: no cover - compil
 
 
 @numba.njit(cache=True, nogil=True)
-def _trajectory_chord(hb, z, rh, rz, gh, gz, inv_m, eps, n_steps, s, pending, tab, fft,
-                      site):  # pragma: no cover - compiled
+def _trajectory_chord(hb, z, rh, rz, gh, gz, inv_m, eps, n_steps, s, pending, tab, fft, site,
+                      span):  # pragma: no cover - compiled
     """Steps ``s … n_steps − 1`` of :meth:`JointHMC._leapfrog`, in place.
 
     The split integrator with a diagonal mass and the gradient of :func:`_chord_gradient`;
     the final half kick after the last step.
 
     ``pending``: step ``s`` has moved the position but its gradient is still to take (a
-    resumed call).  Returns ``(status, s, n_grad)``: the status of :func:`_chord_gradient`
-    (``_DONE`` at the end), the step it stopped in and the gradients taken.
+    resumed call).  ``span = [limit, lowest, highest]``: the log range's extremes along the
+    trajectory so far (updated); a trajectory whose log range spans more than ``limit`` ends
+    as a divergence (:meth:`JointHMC._span_limit`).  Returns ``(status, s, n_grad)``: the
+    status of :func:`_chord_gradient` (``_DONE`` at the end), the step it stopped in and the
+    gradients taken.
     """
+    k_tab = tab[4]
     c = math.cos(eps)
     sn = math.sin(eps)
     n_grad = 0
@@ -1685,6 +1721,11 @@ def _trajectory_chord(hb, z, rh, rz, gh, gz, inv_m, eps, n_steps, s, pending, ta
                 rh[k] = rh[k] - h * gh[k]
             for k in range(hb.size):
                 hb[k] = hb[k] + eps * (inv_m[k] * rh[k])
+            v = hb[k_tab]
+            span[1] = min(span[1], v)
+            span[2] = max(span[2], v)
+            if span[2] - span[1] > span[0]:
+                return _DIVERGED, s, n_grad
             _kick_rotate(z, rz, gz, h, c, sn)
         st = _chord_gradient(hb, z, gh, gz, tab, fft, site)
         if st == _NEED_NODES or st == _PAST_TABLE:

@@ -4,9 +4,9 @@ integrator, exactness.
 Statistical tests follow ``test_hyper``: independent chains start at exact draws of the target
 (quadrature over (sd, range) and exact conditional fields, or the prior), take a few
 transitions with fixed settings (no adaptation, which would not be invariant), and a KS test at
-level ``ALPHA = 1e-4`` compares the final hyperparameters with the target; with the 12 KS
-tests of the default tier in this file (3 quadrature and 3 prior-invariance cases, sd and range
-each) the family-wise false-failure rate is ≤ 1.2e-3 per run.  Seeds are fixed and were not
+level ``ALPHA = 1e-4`` compares the final hyperparameters with the target; with the 14 KS
+tests of the default tier in this file (3 quadrature and 4 prior-invariance cases, sd and range
+each) the family-wise false-failure rate is ≤ 1.4e-3 per run.  Seeds are fixed and were not
 tuned.  The "broken" tests patch a defect in (a missing Jacobian of the hyperprior's log scale,
 a missing Jacobian of the partially non-centred field, a GMRF field coloured with a stale
 spectrum) and assert the same test then fails; a wrong adjoint of the DCT (DCT-I for DCT-II)
@@ -414,11 +414,19 @@ def test_a_stale_gmrf_spectrum_is_detected(monkeypatch):
 
 @pytest.mark.statistical
 @pytest.mark.parametrize(("metric", "backend"), [("diag", "circulant"), ("dense", "circulant"),
-                                                 ("diag", "gmrf")])
-def test_prior_invariance_with_a_flat_likelihood(metric, backend):
+                                                 ("diag", "gmrf"), ("diag-span", "circulant")])
+def test_prior_invariance_with_a_flat_likelihood(metric, backend, monkeypatch):
     """With noise sd 1e4 the posterior is the prior: θ stays distributed as its hyperprior
     (with a dense mass: a fixed correlated one, so the momentum draw, the kinetic energy and
-    the drift all use its off-diagonal terms)."""
+    the drift all use its off-diagonal terms; ``diag-span``: with the log range's span limit
+    made active, 0.05, so that most trajectories end on it — the rule must stay exact)."""
+    from lattice_lgm.samplers import hmc
+
+    span = metric == "diag-span"
+    if span:
+        monkeypatch.setattr(hmc, "SPAN_MIN", 0.05)
+        monkeypatch.setattr(hmc, "SPAN_SD", 0.0)
+        metric = "diag"
     model, state, rngs = prior_start(backend, _DATA, N_CHAINS, seed=41, stream_seed=42)
     hp = model.hyperpriors
     mv = JointHMC(model, n_tune=0, step_size=0.2, trajectory=1.0, inv_mass=0.3, metric=metric)
@@ -427,8 +435,12 @@ def test_prior_invariance_with_a_flat_likelihood(metric, backend):
         a = np.random.default_rng(43).normal(size=(mv.n_h, mv.n_h))
         ex[PREFIX + "inv_mass"][:] = 0.3 * (np.eye(mv.n_h) + 0.5 * (a @ a.T) / mv.n_h)
         state = state._replace(extras=ex)
+    divergent = 0
     for _ in range(3):
-        state, _ = mv.step(state, rngs)
+        state, info = mv.step(state, rngs)
+        divergent += int(info["divergent"].sum())
+    if span:
+        assert divergent > N_CHAINS          # the rule was in force
     p_sd = stats.kstest(state.theta["sd"], hp["sd"].cdf).pvalue
     p_r = stats.kstest(state.theta["range"], hp["range"].cdf).pvalue
     assert min(p_sd, p_r) > ALPHA, (p_sd, p_r)
