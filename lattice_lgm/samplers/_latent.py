@@ -38,7 +38,7 @@ def loglik_at(model: LatentGaussianModel, f: np.ndarray, beta: np.ndarray,
               thetas: Sequence[Mapping[str, float]]) -> np.ndarray:
     """Full log-likelihood (with constants) of fields ``f`` (n, *state) per chain, shape (n,)."""
     lik = model.likelihood
-    kern = site_kernels(lik.site_logpdf)
+    kern = site_kernels(lik)
     n = len(f)
     f2 = flat(np.ascontiguousarray(f, dtype=np.float64))
     xa = xbeta(model, beta)

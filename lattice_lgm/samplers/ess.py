@@ -181,7 +181,7 @@ class EllipticalSlice:
         self.bracket = min(b, TWO_PI)
         self.max_shrink = max_shrink
         self.block = block
-        self._kern = _kernels.site_kernels(model.likelihood.site_logpdf)
+        self._kern = _kernels.site_kernels(model.likelihood)
         self._scratch = _Aux()
 
     def settings(self) -> dict[str, Any]:
@@ -300,7 +300,7 @@ class NealMH:
             raise InvalidParameterError(f"step_size={step_size!r} must be in (0, 1].")
         self.model = model
         self.step_size = eps
-        self._kern = _kernels.site_kernels(model.likelihood.site_logpdf)
+        self._kern = _kernels.site_kernels(model.likelihood)
         self._scratch = _Aux()
 
     def settings(self) -> dict[str, Any]:

@@ -112,7 +112,7 @@ class LineSlice:
         self.max_shrink = positive_int("max_shrink", max_shrink,
                                        "a cap on evaluations per step, e.g. 200")
         self.model = model
-        self._kern = _kernels.site_kernels(model.likelihood.site_logpdf)
+        self._kern = _kernels.site_kernels(model.likelihood)
         self._scratch = _Aux()
 
     def settings(self) -> dict[str, Any]:
