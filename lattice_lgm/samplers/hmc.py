@@ -1272,10 +1272,11 @@ class _SpectrumTable:
     derivative is the chord's slope.  Returns None when the interval crosses the range's upper
     bound (the caller then uses exact spectra).
 
-    The nodes made so far are one contiguous block, ``nodes[i]`` at ``j = j0 + i`` (what the
+    The nodes kept are one contiguous block, ``nodes[i]`` at ``j = j0 + i`` (what the
     compiled trajectory, :func:`_trajectory_chord`, reads); a node outside it extends the
-    block by ``MARGIN`` nodes beyond the one asked for.  Chains in threads share the table: it
-    is extended under a lock, and a block once handed out is never written again.
+    block (:meth:`cover`), unless it lies more than ``FAR`` nodes from the trajectory's start
+    (:meth:`is_far`: made for the call, not kept).  Chains in threads share the table: it is
+    extended under a lock, and a block once handed out is never written again.
     """
 
     STEP = 0.01
