@@ -180,11 +180,9 @@ class Hyperprior(ABC):
         if xa.ndim == 0:
             # one point (what samplers ask, several times per transition): the same numbers
             # without the masks, at a fraction of their cost
-            v = float(xa)
-            if v != v:
+            if math.isnan(float(xa)):
                 return math.nan
-            if not (math.isfinite(v) and self.lower <= v <= self.upper
-                    and (self.transform != "log" or v > 0.0)):
+            if not self._in_support(xa):
                 return -math.inf
             with np.errstate(all="ignore"):
                 return float(self._logpdf_in(xa.reshape(1))[0])

@@ -20,6 +20,7 @@ plans; draws are bitwise identical for 1 and 2 FFT threads, tested).  Pass
 
 from __future__ import annotations
 
+import functools
 import os
 import weakref
 from collections.abc import Callable
@@ -403,6 +404,12 @@ class WindowRealFFT:
                                            threads=threads)
         if self.plans is not None:
             weakref.finalize(self, _destroy_plans, self.plans)
+            run = [functools.partial(_fftw.execute, p) for p in self.plans]
+        else:
+            run = [self._f_rest.execute, self._f_0.execute, self._b_0.execute,
+                   self._b_rest.execute]
+        # each direction's two transforms, in order
+        self._forward_steps, self._backward_steps = run[:2], run[2:]
         self.fwd_in[...] = 0.0
         self._mid_f[...] = 0.0     # slices ≥ n0 stay zero: only the first plan writes, below n0
         self.size = int(np.prod(shape))
@@ -410,22 +417,14 @@ class WindowRealFFT:
 
     def forward(self) -> np.ndarray:
         """Unnormalised r2c of the torus field whose first ``n0`` slices are :attr:`fwd_in`."""
-        if self.plans is not None:
-            _fftw.execute(self.plans[0])
-            _fftw.execute(self.plans[1])
-        else:
-            self._f_rest.execute()
-            self._f_0.execute()
+        for step in self._forward_steps:
+            step()
         return self.fwd_out
 
     def backward(self) -> np.ndarray:
         """The first ``n0`` slices of the unnormalised c2r of :attr:`bwd_in`."""
-        if self.plans is not None:
-            _fftw.execute(self.plans[2])
-            _fftw.execute(self.plans[3])
-        else:
-            self._b_0.execute()
-            self._b_rest.execute()
+        for step in self._backward_steps:
+            step()
         return self.bwd_out
 
 

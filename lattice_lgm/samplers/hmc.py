@@ -1009,9 +1009,8 @@ class JointHMC:
             if st == _DONE or st == _DIVERGED:
                 ok = st == _DONE
                 break
-            if st == _NEED_NODES and not table.is_far(
-                    math.floor(float(hb[self._table_index]) / step)):
-                j = math.floor(float(hb[self._table_index]) / step)
+            j = math.floor(float(hb[self._table_index]) / step)
+            if st == _NEED_NODES and not table.is_far(j):
                 try:
                     table.cover(j, j + 1, prior0, self._ops)
                 except (InvalidParameterError, ParameterOutOfBoundsError):
