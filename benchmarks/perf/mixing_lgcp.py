@@ -153,24 +153,58 @@ def build(problem: str) -> tuple[Any, dict[str, float] | None]:
 
 # -- one run -------------------------------------------------------------------------------------
 def run_one(problem: str, method: str, iterations: int, tune: int, budget: float,
-            seed: int) -> dict[str, Any]:
-    """Run ``method`` on ``problem`` (≤ ``iterations`` or ``budget`` seconds), the traces."""
+            seed: int, checkpoint: Path | None = None,
+            checkpoint_seconds: float = 600.0) -> dict[str, Any]:
+    """Run ``method`` on ``problem`` (≤ ``iterations`` or ``budget`` seconds), the traces.
+
+    ``checkpoint``: a pickle of the run so far (sampler with its adaptation, chain state,
+    generators, traces, clock) is written there atomically every ``checkpoint_seconds``; a
+    run that finds it continues from it (the clock resumes where it stopped: time between a
+    kill and the restart is not counted) and removes it when done.  For the hour-long
+    ``sim512`` runs, so that a session's end or a crash loses at most one interval.
+    """
+    import pickle
+
     from lattice_lgm.samplers import chain_rngs
 
     model, truth = build(problem)
     names = list(model.model.hyper_names)
-    load0 = os.getloadavg()[0]
-    rngs = chain_rngs(seed, 4)
-    t0 = time.perf_counter()
-    state = model.init_state(rngs)
-    t_warm = time.perf_counter() - t0
-    sweep = model.sampler(method, tune=tune if method == "hmc" else 0)
     coef = list(model.coef_names)
-    trace: dict[str, list] = {k: [] for k in (*names, *coef, "loglik")}
-    clock: list[float] = []
-    steps: list[float] = []
-    start = time.perf_counter()
-    for i in range(iterations):
+    if checkpoint is not None and checkpoint.exists():
+        with open(checkpoint, "rb") as fh:
+            ck = pickle.load(fh)
+        sweep, state, rngs = ck["sweep"], ck["state"], ck["rngs"]
+        trace, clock, steps = ck["trace"], ck["clock"], ck["steps"]
+        load0, t_warm, warm = ck["load0"], ck["t_warm"], ck["warm_start"]
+        print(f"  [{problem}/{method}] resumed at {len(clock)} it, {clock[-1]:.0f} s",
+              flush=True)
+    else:
+        load0 = os.getloadavg()[0]
+        rngs = chain_rngs(seed, 4)
+        t0 = time.perf_counter()
+        state = model.init_state(rngs)
+        t_warm = time.perf_counter() - t0
+        warm = model.last_warm_start.to_dict() if model.last_warm_start else None
+        sweep = model.sampler(method, tune=tune if method == "hmc" else 0)
+        trace = {k: [] for k in (*names, *coef, "loglik")}
+        clock, steps = [], []
+    offset = clock[-1] if clock else 0.0
+    start = time.perf_counter() - offset
+    saved = time.perf_counter()
+    for i in range(len(clock), iterations):
+        if clock and clock[-1] > budget:
+            break
+        if checkpoint is not None and time.perf_counter() - saved > checkpoint_seconds:
+            w0 = time.perf_counter()
+            tmp = checkpoint.with_suffix(".tmp")
+            with open(tmp, "wb") as fh:
+                pickle.dump({"sweep": sweep, "state": state, "rngs": rngs, "trace": trace,
+                             "clock": clock, "steps": steps, "load0": load0,
+                             "t_warm": t_warm, "warm_start": warm}, fh,
+                            protocol=pickle.HIGHEST_PROTOCOL)
+            tmp.replace(checkpoint)
+            saved = time.perf_counter()
+            start += saved - w0  # writing the checkpoint is not sampling time
         state, info = sweep.step(state, rngs)
         for k in names:
             trace[k].append(np.asarray(state.theta[k], dtype=float).copy())
@@ -180,13 +214,13 @@ def run_one(problem: str, method: str, iterations: int, tune: int, budget: float
         trace["loglik"].append(np.asarray(state.loglik, dtype=float).copy())
         clock.append(time.perf_counter() - start)
         steps.append(float(np.mean(info.get("n_loglik", 0))))
-        if clock[-1] > budget:
-            break
         if (i + 1) % 50 == 0:
             print(f"  [{problem}/{method}] {i + 1} it, {clock[-1]:.0f} s", flush=True)
+    if checkpoint is not None:
+        checkpoint.unlink(missing_ok=True)
     return {"problem": problem, "method": method, "seed": seed, "tune": tune,
             "iterations": len(clock), "warm_start_seconds": t_warm,
-            "warm_start": model.last_warm_start.to_dict() if model.last_warm_start else None,
+            "warm_start": warm,
             "clock": clock, "evaluations_per_iteration": float(np.mean(steps)),
             "trace": {k: np.stack(v, axis=1).tolist() for k, v in trace.items()},
             "truth": truth, "load": [load0, os.getloadavg()[0]], "threads": THREADS,
@@ -392,7 +426,7 @@ def main(argv: list[str] | None = None) -> None:
                         continue
                     print(f"[mixing] {p}/{m} repeat {r} ...", flush=True)
                     res = run_one(p, m, args.iterations, args.tune, args.budget,
-                                  args.seed + r)
+                                  args.seed + r, checkpoint=f.with_suffix(".ckpt.pkl"))
                     res["repeat"] = r
                     tmp = f.with_suffix(".tmp")
                     tmp.write_text(json.dumps(res))
