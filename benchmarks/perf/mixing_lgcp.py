@@ -160,8 +160,10 @@ def run_one(problem: str, method: str, iterations: int, tune: int, budget: float
     ``checkpoint``: a pickle of the run so far (sampler with its adaptation, chain state,
     generators, traces, clock) is written there atomically every ``checkpoint_seconds``; a
     run that finds it continues from it (the clock resumes where it stopped: time between a
-    kill and the restart is not counted) and removes it when done.  For the hour-long
-    ``sim512`` runs, so that a session's end or a crash loses at most one interval.
+    kill and the restart is not counted) and removes it when done — except when the run
+    stopped at ``budget``: then the final state is kept there, and ``--extend`` with a larger
+    budget continues the same chains.  For the hour-long ``sim512`` runs, so that a session's
+    end or a crash loses at most one interval.
     """
     import pickle
 
@@ -188,21 +190,26 @@ def run_one(problem: str, method: str, iterations: int, tune: int, budget: float
         sweep = model.sampler(method, tune=tune if method == "hmc" else 0)
         trace = {k: [] for k in (*names, *coef, "loglik")}
         clock, steps = [], []
+    def save() -> None:
+        tmp = checkpoint.with_suffix(".tmp")
+        with open(tmp, "wb") as fh:
+            pickle.dump({"sweep": sweep, "state": state, "rngs": rngs, "trace": trace,
+                         "clock": clock, "steps": steps, "load0": load0,
+                         "t_warm": t_warm, "warm_start": warm}, fh,
+                        protocol=pickle.HIGHEST_PROTOCOL)
+        tmp.replace(checkpoint)
+
     offset = clock[-1] if clock else 0.0
     start = time.perf_counter() - offset
     saved = time.perf_counter()
+    out_of_budget = False
     for i in range(len(clock), iterations):
         if clock and clock[-1] > budget:
+            out_of_budget = True
             break
         if checkpoint is not None and time.perf_counter() - saved > checkpoint_seconds:
             w0 = time.perf_counter()
-            tmp = checkpoint.with_suffix(".tmp")
-            with open(tmp, "wb") as fh:
-                pickle.dump({"sweep": sweep, "state": state, "rngs": rngs, "trace": trace,
-                             "clock": clock, "steps": steps, "load0": load0,
-                             "t_warm": t_warm, "warm_start": warm}, fh,
-                            protocol=pickle.HIGHEST_PROTOCOL)
-            tmp.replace(checkpoint)
+            save()
             saved = time.perf_counter()
             start += saved - w0  # writing the checkpoint is not sampling time
         state, info = sweep.step(state, rngs)
@@ -217,7 +224,10 @@ def run_one(problem: str, method: str, iterations: int, tune: int, budget: float
         if (i + 1) % 50 == 0:
             print(f"  [{problem}/{method}] {i + 1} it, {clock[-1]:.0f} s", flush=True)
     if checkpoint is not None:
-        checkpoint.unlink(missing_ok=True)
+        if out_of_budget:  # kept: `--extend` with a larger budget continues the same chains
+            save()
+        else:
+            checkpoint.unlink(missing_ok=True)
     return {"problem": problem, "method": method, "seed": seed, "tune": tune,
             "iterations": len(clock), "warm_start_seconds": t_warm,
             "warm_start": warm,
@@ -403,6 +413,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeats", type=int, default=1,
                     help="runs per problem and method (seeds seed + r), interleaved: the "
                          "methods' order alternates between repeats; medians in the summary")
+    ap.add_argument("--extend", action="store_true",
+                    help="continue finished runs that stopped at --budget and kept their "
+                         "checkpoint, up to the new --iterations/--budget")
     ap.add_argument("--report", action="store_true", help="only rebuild the summary")
     ap.add_argument("--quick", action="store_true", help="smoke run into a temporary folder")
     ap.add_argument("--out", type=Path, default=None, help="results folder (default: the repo's)")
@@ -421,12 +434,13 @@ def main(argv: list[str] | None = None) -> None:
             for p in args.problems:
                 for m in methods:
                     f = RUNS / (f"{p}-{m}.json" if r == 0 else f"{p}-{m}-r{r}.json")
-                    if f.exists():
+                    ck = f.with_suffix(".ckpt.pkl")
+                    if f.exists() and not (args.extend and ck.exists()):
                         print(f"[mixing] {p}/{m} repeat {r}: done before, skipped", flush=True)
                         continue
                     print(f"[mixing] {p}/{m} repeat {r} ...", flush=True)
                     res = run_one(p, m, args.iterations, args.tune, args.budget,
-                                  args.seed + r, checkpoint=f.with_suffix(".ckpt.pkl"))
+                                  args.seed + r, checkpoint=ck)
                     res["repeat"] = r
                     tmp = f.with_suffix(".tmp")
                     tmp.write_text(json.dumps(res))
