@@ -373,6 +373,44 @@ def report() -> dict[str, Any]:
     return summary
 
 
+def peek() -> list[dict[str, Any]]:
+    """Analyse the runs still going (or stopped) from their checkpoints: partial results.
+
+    Each ``*.ckpt.pkl`` holds the traces so far; they are analysed like a finished run and
+    written to ``<problem>-<method>.partial.json`` beside it (for the record of a long run
+    that a session's end interrupts), with the truth where the problem has one.
+    """
+    import pickle
+
+    out = []
+    for ck in sorted(RUNS.glob("*.ckpt.pkl")):
+        with open(ck, "rb") as fh:
+            d = pickle.load(fh)
+        stem = ck.name[: -len(".ckpt.pkl")]
+        base = stem.rsplit("-r", 1)[0] if stem.rsplit("-r", 1)[-1].isdigit() else stem
+        method = next(m for m in METHODS if base.endswith("-" + m))
+        problem = base[: -len(method) - 1]
+        truth = build(problem)[1] if problem.startswith("sim") else None
+        run = {"problem": problem, "method": method, "iterations": len(d["clock"]),
+               "warm_start_seconds": d["t_warm"], "clock": d["clock"],
+               "evaluations_per_iteration": float(np.mean(d["steps"])), "truth": truth,
+               "load": [d["load0"], os.getloadavg()[0]], "threads": THREADS,
+               "trace": {k: np.stack(v, axis=1).tolist() for k, v in d["trace"].items()}}
+        a = analyse(run)
+        a["partial"] = True
+        ck.with_name(ck.name.replace(".ckpt.pkl", ".partial.json")).write_text(
+            json.dumps(a, indent=1))
+        conv = (f"{a['seconds_to_rhat']:.0f} s" if a["converged"] else
+                f"not yet (max R-hat {max(a['final_rhat'].values()):.3f} over the second half)")
+        print(f"{problem}/{method} so far: {a['iterations']} it, "
+              f"{a['seconds_per_iteration']:.2f} s/it, R-hat ≤ 1.01 {conv}", flush=True)
+        for k, q in (a.get("posterior") or {}).items():
+            print(f"   {k:>10}: median {q['q50'][0]:.3f}  90 % ({q['q5'][0]:.3f}, "
+                  f"{q['q95'][0]:.3f})", flush=True)
+        out.append(a)
+    return out
+
+
 def plot(rows: list[dict[str, Any]]) -> None:
     """Traces and rank plots of sd and range per run (mixing_lgcp.png)."""
     import matplotlib
@@ -417,6 +455,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="continue finished runs that stopped at --budget and kept their "
                          "checkpoint, up to the new --iterations/--budget")
     ap.add_argument("--report", action="store_true", help="only rebuild the summary")
+    ap.add_argument("--peek", action="store_true",
+                    help="analyse the checkpoints of unfinished runs (partial results)")
     ap.add_argument("--quick", action="store_true", help="smoke run into a temporary folder")
     ap.add_argument("--out", type=Path, default=None, help="results folder (default: the repo's)")
     args = ap.parse_args(argv)
@@ -428,6 +468,9 @@ def main(argv: list[str] | None = None) -> None:
         args.problems, args.methods = ["bei20"], ["hmc", "prior-white"]
         args.iterations, args.tune, args.budget = 30, 20, 60.0
     RUNS.mkdir(parents=True, exist_ok=True)
+    if args.peek:
+        peek()
+        return
     if not args.report:
         for r in range(args.repeats):
             methods = args.methods if r % 2 == 0 else args.methods[::-1]
