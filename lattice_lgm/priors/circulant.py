@@ -57,6 +57,7 @@ from ..errors import (
     ShapeMismatchError,
 )
 from ..lattice import Lattice
+from ..threads import inner_threads
 from ._fft import DEFAULT_PLANNER, RealFFTPlans, SplitRealFFT, WindowRealFFT
 from .base import LOG_2PI, GaussianPrior, SurrogateConditional, _n_chains, as_rng
 
@@ -584,10 +585,14 @@ class CirculantPrior(GaussianPrior):
         FFTW plans and their buffers must not run in two threads at once (STYLE); any other
         thread (chains or warm starts run in a pool, Dask's worker threads) gets its own
         single-threaded plans, with the same numbers (FFTW_ESTIMATE plans are bitwise
-        identical for 1 and more threads; tested).
+        identical for 1 and more threads; tested).  So does the main thread when a run's
+        thread budget gives one chain fewer threads than the shared plans use
+        (:mod:`lattice_lgm.threads`: several chains side by side).
         """
         if threading.current_thread() is threading.main_thread():
-            return self._plans
+            inner = inner_threads()
+            if inner is None or inner >= self._plans.threads:
+                return self._plans
         return self._own_thread_plans()
 
     def _own_thread_plans(self) -> RealFFTPlans:
