@@ -630,3 +630,22 @@ def test_initvals_start_the_chains_where_asked(model):
     with pytest.raises(InvalidParameterError, match="initvals"):
         sample(model, **PW, draws=2, tune=0, chains=2, random_seed=1, progressbar=False,
                initvals=starts[:1])
+
+
+def test_library_versions_match_the_modules_without_importing_them():
+    """The versions recorded for resume checks are the modules' own, read without importing
+    ArviZ (an import of ~2 s, with Numba compilations, at every run's start)."""
+    code = textwrap.dedent("""
+        import sys
+        from lattice_lgm.store import library_versions
+        v = library_versions()
+        assert "arviz" not in sys.modules, "library_versions imported arviz"
+        import arviz, numba, numpy, pyfftw, scipy, xarray, zarr
+        for m in (arviz, numba, numpy, pyfftw, scipy, xarray, zarr):
+            assert v[m.__name__] == m.__version__, (m.__name__, v[m.__name__], m.__version__)
+        import lattice_lgm
+        assert v["lattice_lgm"] == lattice_lgm.__version__
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=os.environ.copy(), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
