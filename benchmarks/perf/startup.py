@@ -99,7 +99,7 @@ def one_process(model: str, method: str) -> dict:
     if proc.returncode != 0:
         raise RuntimeError(f"child failed ({model}, {method}):\n{proc.stderr[-3000:]}")
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))
-    res = eval(line[len("RESULT "):], {})  # noqa: S307 - our own child's repr of a dict
+    res = eval(line[len("RESULT "):], {})
     res["total"] = wall
     res["python"] = wall - res["child"]
     return res

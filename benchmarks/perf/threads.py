@@ -10,7 +10,11 @@ in one process:
   (every usable core each), the chains' noise pool as wide as Numba's threads;
 * ``budget`` — inside :func:`lattice_lgm.threads.using` with the default
   :func:`~lattice_lgm.threads.thread_budget` of 4 chains (what :func:`lattice_lgm.sample` and
-  the CLI apply).
+  the CLI apply), set once around each block of steps.
+
+``--code TREE`` times another checkout's package instead (e.g. a worktree of the commit before
+the budget and the compiled dense colourisation, where only ``pools`` exists); each row
+records the commit it timed.
 
 Cases: ``mining`` (the coal-mining LGCP of Murray, Adams & MacKay 2010 §4.1 on the dense
 backend: 811 bins of 50 days, squared exponential σ_f = 1, ℓ = 13 516 days, Poisson counts)
@@ -32,11 +36,13 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import multiprocessing as mp
 import os
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -45,7 +51,10 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+# ``--code TREE`` times another checkout's lattice_lgm (e.g. the commit before the budget);
+# read here, before anything imports the package
+CODE = Path(sys.argv[sys.argv.index("--code") + 1]).resolve() if "--code" in sys.argv else ROOT
+sys.path.insert(0, str(CODE))
 sys.path.insert(0, str(ROOT / "benchmarks" / "papers"))
 RESULTS = ROOT / "benchmarks" / "results" / "threads.json"
 N_CHAINS = 4
@@ -97,47 +106,57 @@ def time_case(name: str, rounds: int, steps: int) -> list[dict[str, Any]]:
     import numba
 
     from lattice_lgm.samplers import EllipticalSlice, chain_rngs, init_state
-    from lattice_lgm.threads import thread_budget, using
 
+    try:
+        from lattice_lgm.threads import thread_budget, using
+        configs, budget = CONFIGS, thread_budget(N_CHAINS)
+    except ImportError:  # a tree from before the budget: its pools only
+        configs, budget, using = ("pools",), None, None
     model = CASES[name]()
     rngs = chain_rngs(11, N_CHAINS)
     state = init_state(model, rngs)
     ess = EllipticalSlice(model)
-    budget = thread_budget(N_CHAINS)
     for _ in range(3):  # compile, settle
         state, _ = ess.step(state, rngs, in_place=True)
-        with using(budget):
-            state, _ = ess.step(state, rngs, in_place=True)
-    per: dict[str, list[float]] = {c: [] for c in CONFIGS}
+        if budget is not None:
+            with using(budget):
+                state, _ = ess.step(state, rngs, in_place=True)
+    per: dict[str, list[float]] = {c: [] for c in configs}
     for r in range(rounds):
-        order = CONFIGS if r % 2 == 0 else CONFIGS[::-1]
+        order = configs if r % 2 == 0 else configs[::-1]
         for c in order:
             times = []
-            for _ in range(steps):
-                t = time.perf_counter()
-                if c == "budget":
-                    with using(budget):
-                        state, _ = ess.step(state, rngs, in_place=True)
-                else:
+            # the budget is applied once around the block, as sample() applies it once per run
+            # (threadpoolctl's limit costs milliseconds to set: never per step)
+            with using(budget) if c == "budget" else contextlib.nullcontext():
+                for _ in range(steps):
+                    t = time.perf_counter()
                     state, _ = ess.step(state, rngs, in_place=True)
-                times.append(time.perf_counter() - t)
+                    times.append(time.perf_counter() - t)
             per[c].append(float(np.median(times)))
-    return [{"case": name, "config": c, "median_step_s": float(np.median(v)),
+    code = subprocess.run(["git", "-C", str(CODE), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True).stdout.strip()
+    return [{"case": name, "config": c, "code": code, "median_step_s": float(np.median(v)),
              "round_medians_s": v, "numba_threads_default": numba.get_num_threads(),
-             "budget": budget.to_attrs()} for c, v in per.items()]
+             "budget": None if budget is None else budget.to_attrs()}
+            for c, v in per.items()]
 
 
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per case and configuration: loaded / quiet median (the newest of each)."""
+    """Per code, case and configuration: loaded / quiet median (the newest of each)."""
     out = []
-    for case in CASES:
-        for c in CONFIGS:
-            q = [r for r in rows if r["case"] == case and r["config"] == c and r["load"] == 0]
-            ld = [r for r in rows if r["case"] == case and r["config"] == c and r["load"] > 0]
-            if q and ld:
-                out.append({"case": case, "config": c, "quiet_s": q[-1]["median_step_s"],
-                            "loaded_s": ld[-1]["median_step_s"], "load": ld[-1]["load"],
-                            "slowdown": ld[-1]["median_step_s"] / q[-1]["median_step_s"]})
+    for code in sorted({r.get("code") for r in rows}):
+        for case in CASES:
+            for c in CONFIGS:
+                sel = [r for r in rows if r.get("code") == code and r["case"] == case
+                       and r["config"] == c]
+                q = [r for r in sel if r["load"] == 0]
+                ld = [r for r in sel if r["load"] > 0]
+                if q and ld:
+                    out.append({"code": code, "case": case, "config": c,
+                                "quiet_s": q[-1]["median_step_s"],
+                                "loaded_s": ld[-1]["median_step_s"], "load": ld[-1]["load"],
+                                "slowdown": ld[-1]["median_step_s"] / q[-1]["median_step_s"]})
     return out
 
 
@@ -147,6 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=5, help="interleaved blocks per config")
     ap.add_argument("--steps", type=int, default=40, help="ESS steps per block")
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    ap.add_argument("--code", type=Path, default=ROOT,
+                    help="the checkout whose lattice_lgm is timed (default this one); a tree "
+                         "from before the thread budget runs its pools only")
     ap.add_argument("--quick", action="store_true",
                     help="smoke run (saved only where --out says)")
     ap.add_argument("--out", type=Path, default=None, help=f"results file (default {RESULTS})")
@@ -175,12 +197,14 @@ def main(argv: list[str] | None = None) -> int:
     if a.out is None:
         return 0
     old = json.loads(a.out.read_text())["rows"] if a.out.exists() else []
-    keep = [r for r in old if not (r["load"] == a.load and r["case"] in a.cases)]
+    codes = {r["code"] for r in rows}
+    keep = [r for r in old if not (r["load"] == a.load and r["case"] in a.cases
+                                   and r.get("code") in codes)]
     rows = keep + rows
     summary = summarise(rows)
     a.out.write_text(json.dumps({"rows": rows, "slowdown": summary}, indent=1))
     for s in summary:
-        print(f"{s['case']:>8} {s['config']:>7}: loaded/quiet {s['slowdown']:.2f}x "
+        print(f"{s['code']} {s['case']:>8} {s['config']:>7}: loaded/quiet {s['slowdown']:.2f}x "
               f"({1e3 * s['quiet_s']:.2f} -> {1e3 * s['loaded_s']:.2f} ms, load {s['load']})")
     return 0
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numba
 import numpy as np
 from scipy import linalg
 from scipy.linalg.lapack import dlauum as _dlauum
@@ -37,6 +38,41 @@ from ..covariance import Covariance, _Distances
 from ..errors import InvalidCovarianceError, InvalidParameterError, NotPositiveDefiniteError
 from ..lattice import Lattice
 from .base import LOG_2PI, GaussianPrior, SurrogateConditional
+
+
+@numba.njit(cache=True, nogil=True, boundscheck=False)
+def _lower_matvecs(low: np.ndarray, w: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover
+    """``out[c] = L w[c]`` for a lower-triangular ``L`` (n, n), rows ``w`` (m, n).
+
+    Colourisation of dense white noise, all chains in one pass over the factor: each row of
+    ``L`` is read once (and stays in L1) for every chain, and only the triangle (half the
+    bytes of a general product) is read.  Every output element is summed in one fixed order —
+    eight interleaved partial sums over ``j``, combined pairwise, then the tail — whatever
+    ``m`` is, so a chain's field is bitwise the same alone, in any batch or subset of chains
+    and on any thread count (DESIGN §5); a BLAS product's blocking, and so its last bits,
+    depends on the batch size.  Measured on the coal-mining factor (811², 4 chains, one
+    core): as fast as one BLAS GEMM and half the time of four matrix–vector products.
+    """
+    n = low.shape[0]
+    m = w.shape[0]
+    for i in range(n):
+        k = i + 1
+        k8 = k - k % 8
+        for c in range(m):
+            s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+            for j in range(0, k8, 8):
+                s0 += low[i, j] * w[c, j]
+                s1 += low[i, j + 1] * w[c, j + 1]
+                s2 += low[i, j + 2] * w[c, j + 2]
+                s3 += low[i, j + 3] * w[c, j + 3]
+                s4 += low[i, j + 4] * w[c, j + 4]
+                s5 += low[i, j + 5] * w[c, j + 5]
+                s6 += low[i, j + 6] * w[c, j + 6]
+                s7 += low[i, j + 7] * w[c, j + 7]
+            t = 0.0
+            for j in range(k8, k):
+                t += low[i, j] * w[c, j]
+            out[c, i] = (((s0 + s4) + (s1 + s5)) + ((s2 + s6) + (s3 + s7))) + t
 
 __all__ = ["DensePrior"]
 
@@ -115,6 +151,7 @@ class DensePrior(GaussianPrior):
     """
 
     exact_on = "inputs"
+    colorize_batch_exact = True  # _lower_matvecs sums each element in one fixed order
 
     def __init__(
         self,
@@ -259,7 +296,20 @@ class DensePrior(GaussianPrior):
         return a.reshape(len(a), -1)
 
     def _colorize(self, z: np.ndarray) -> np.ndarray:
-        return (self._flat(z) @ self.chol.T).reshape(z.shape)
+        zf = np.ascontiguousarray(self._flat(z), dtype=np.float64)
+        out = np.empty_like(zf)
+        _lower_matvecs(self._chol_c, zf, out)
+        return out.reshape(z.shape)
+
+    @property
+    def _chol_c(self) -> np.ndarray:
+        """The factor as a C-contiguous float64 array (what the compiled product reads)."""
+        chol = self.chol
+        cached = self.__dict__.get("_chol_c_cache")
+        if cached is None or cached[0] is not chol:
+            cached = (chol, np.ascontiguousarray(chol, dtype=np.float64))
+            self.__dict__["_chol_c_cache"] = cached
+        return cached[1]
 
     def _whiten(self, x: np.ndarray) -> np.ndarray:
         z = linalg.solve_triangular(self.chol, self._flat(x).T, lower=True, check_finite=False)

@@ -71,7 +71,8 @@ def _draw_aux(model: LatentGaussianModel, state: LatentState,
     stream (NumPy fills arrays without the GIL), so the numbers do not depend on the thread
     count.  Circulant priors colour in the same task with the thread's own single-threaded FFT
     plans (bitwise the same transform as the shared multi-threaded plan); other backends
-    colour chain by chain afterwards (their solvers are not shared across threads).
+    colour afterwards in the calling thread (their solvers are not shared across threads):
+    chains sharing a dense prior in one compiled pass over its factor, others chain by chain.
     """
     ops = white_ops(model.prior)
     n = state.n_chains
@@ -93,8 +94,17 @@ def _draw_aux(model: LatentGaussianModel, state: LatentState,
         for c in range(n):
             draw(c)
     if not fused:
-        for c, p in enumerate(state.priors):
-            ops.colorize(p, wn[c:c + 1], out=nu[c:c + 1])
+        c = 0
+        while c < n:
+            # chains that share one prior object (the same θ) are coloured in one call where
+            # the prior promises each row the bits it would get alone (dense: one pass over
+            # the factor for all of them instead of one per chain)
+            p, e = state.priors[c], c + 1
+            if p.colorize_batch_exact:
+                while e < n and state.priors[e] is p:
+                    e += 1
+            ops.colorize(p, wn[c:e], out=nu[c:e])
+            c = e
     beta_nu = np.zeros_like(state.beta)
     if model.n_beta:
         for c, r in enumerate(rngs):
