@@ -35,6 +35,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results" / "startup.json"
 
@@ -53,7 +55,7 @@ class _Count(ev.Listener):
         pass
 
 ev.register("numba:compile", _Count())
-sys.path.insert(0, ROOT)
+sys.path.insert(0, CODE)
 import lattice_lgm as ll
 t_import = time.perf_counter()
 if MODEL == "bei20":
@@ -90,8 +92,9 @@ print("RESULT " + repr({
 """
 
 
-def one_process(model: str, method: str) -> dict:
-    code = f"ROOT = {str(ROOT)!r}\nMODEL = {model!r}\nMETHOD = {method!r}\n" + CHILD
+def one_process(model: str, method: str, code_tree: Path = ROOT) -> dict:
+    code = (f"ROOT = {str(ROOT)!r}\nCODE = {str(code_tree)!r}\nMODEL = {model!r}\n"
+            f"METHOD = {method!r}\n" + CHILD)
     t = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=ROOT, env=os.environ.copy(), timeout=900)
@@ -111,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", nargs="+", default=["auto", "prior-white"])
     ap.add_argument("--processes", type=int, default=4)
     ap.add_argument("--quick", action="store_true", help="small model, 2 processes")
+    ap.add_argument("--code", type=Path, default=ROOT,
+                    help="the checkout whose lattice_lgm is timed (default this one)")
     ap.add_argument("--out", type=Path, default=None, help=f"results (default {RESULTS})")
     a = ap.parse_args(argv)
     if a.quick:
@@ -119,8 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for method in a.methods:
         for i in range(a.processes):
-            r = one_process(a.model, method)
-            r.update(model=a.model, method=method, process=i, loadavg=list(os.getloadavg()))
+            r = one_process(a.model, method, a.code.resolve())
+            r.update(model=a.model, method=method, process=i, loadavg=list(os.getloadavg()),
+                     code=subprocess.run(["git", "-C", str(a.code), "rev-parse", "--short",
+                                          "HEAD"], capture_output=True, text=True).stdout.strip())
             rows.append(r)
             print(f"{a.model} {method:>11} process {i}: import {r['import']:.2f} s, model "
                   f"{r['build']:.2f} s, warm start {r['warm_start'] or 0:.2f} s, import→sampling "
@@ -128,12 +135,20 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['total']:.2f} s; {r['compiles']} compilations", flush=True)
     later = [r for r in rows if r["process"] > 0]
     summary = {
+        "code": rows[0]["code"], "model": a.model,
         "later_processes_compile": sum(r["compiles"] for r in later),
-        "median_to_sampling_s": sorted(r["to_sampling"] for r in later)[len(later) // 2]
+        "median_to_sampling_s": float(np.median([r["to_sampling"] for r in later]))
         if later else None,
-        "median_total_s": sorted(r["total"] for r in later)[len(later) // 2] if later else None,
+        "median_total_s": float(np.median([r["total"] for r in later])) if later else None,
     }
-    out.write_text(json.dumps({"rows": rows, "summary": summary, "cpu": platform.processor(),
+    # one file for every tree and model timed (e.g. before/after a change): replace ours only
+    old = json.loads(out.read_text()) if out.exists() and not a.quick else {}
+    keep = [r for r in old.get("rows", [])
+            if (r.get("code"), r.get("model")) != (summary["code"], a.model)]
+    summaries = [x for x in old.get("summaries", [])
+                 if (x.get("code"), x.get("model")) != (summary["code"], a.model)]
+    out.write_text(json.dumps({"rows": keep + rows, "summaries": [*summaries, summary],
+                               "summary": summary, "cpu": platform.processor(),
                                "cores": len(os.sched_getaffinity(0)),
                                "date": time.strftime("%Y-%m-%d %H:%M")}, indent=1))
     print(json.dumps(summary))
