@@ -59,6 +59,9 @@ bench: setup
 	$(PY) benchmarks/perf/sampling.py
 	$(PY) benchmarks/perf/dense.py
 	$(PY) benchmarks/perf/mixing_lgcp.py
+	$(PY) benchmarks/perf/threads.py
+	$(PY) benchmarks/perf/threads.py --load 2
+	$(PY) benchmarks/perf/startup.py
 
 lint: setup
 	$(VENV)/bin/ruff check lattice_lgm tests benchmarks
