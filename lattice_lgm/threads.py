@@ -139,18 +139,39 @@ def thread_budget(n_chains: int, threads: int | None = None) -> ThreadBudget:
     return ThreadBudget(threads=n, chains=chains, inner=inner, source=source, blas=blas)
 
 
-_ACTIVE = threading.local()
+# the run's budget is the process's (chains run in pool threads that must see it too); which
+# threads advance one chain each is per thread
+_BUDGET: ThreadBudget | None = None
+_LOCAL = threading.local()
 
 
 def current() -> ThreadBudget | None:
-    """The budget :func:`using` applies in this thread (None outside a run)."""
-    return getattr(_ACTIVE, "budget", None)
+    """The budget :func:`using` applies (None outside a run)."""
+    return _BUDGET
 
 
 def inner_threads() -> int | None:
-    """FFT/BLAS threads one chain may use under the current budget (None: no budget)."""
+    """FFT threads for work in this thread (None: no budget, and not a chain's thread).
+
+    1 in a thread that advances one chain (:func:`chain_thread_init`), else the budget's
+    ``inner``.
+    """
+    if getattr(_LOCAL, "one_chain", False):
+        return 1
     b = current()
     return None if b is None else b.inner
+
+
+def chain_thread_init() -> None:
+    """Initialise a thread that advances one chain: single-threaded kernels and transforms.
+
+    The initialiser of joint HMC's, the warm start's and the elliptical slice noise pool's
+    threads, so that ``k`` chains use ``k`` cores, not ``k`` pools.
+    """
+    import numba
+
+    _LOCAL.one_chain = True
+    numba.set_num_threads(1)
 
 
 def chain_threads(n_chains: int, threads: int | None = None) -> int:
@@ -169,7 +190,7 @@ def chain_threads(n_chains: int, threads: int | None = None) -> int:
 
 @contextlib.contextmanager
 def using(budget: ThreadBudget) -> Iterator[ThreadBudget]:
-    """Apply ``budget`` in this thread for the ``with`` block, then restore every pool.
+    """Apply ``budget`` to the process for the ``with`` block, then restore every pool.
 
     Numba's thread count (per calling thread) becomes ``budget.chains`` — the width of the
     chains' thread pool (:mod:`lattice_lgm.samplers.ess`) and of ``prange`` over chains —
@@ -180,10 +201,11 @@ def using(budget: ThreadBudget) -> Iterator[ThreadBudget]:
     import numba
     from threadpoolctl import threadpool_limits
 
+    global _BUDGET
     before = numba.get_num_threads()
-    outer = current()
+    outer = _BUDGET
     numba.set_num_threads(budget.chains)
-    _ACTIVE.budget = budget
+    _BUDGET = budget
     try:
         if budget.blas is None:
             yield budget
@@ -191,5 +213,5 @@ def using(budget: ThreadBudget) -> Iterator[ThreadBudget]:
             with threadpool_limits(limits=budget.blas, user_api="blas"):
                 yield budget
     finally:
-        _ACTIVE.budget = outer
+        _BUDGET = outer
         numba.set_num_threads(before)

@@ -172,3 +172,38 @@ def test_sample_refuses_bad_threads_before_writing(clean_env, model, tmp_path):
 def test_the_run_prints_its_budget(clean_env, model, capsys):
     sample(model, threads=1, **{**HMC, "progressbar": True, "draws": 1})
     assert "threads: 1 (from argument): 1 chain(s) side by side" in capsys.readouterr().err
+
+
+def test_a_chains_own_thread_runs_single_threaded_transforms(clean_env):
+    """Pool threads that advance one chain each (HMC, warm start, ESS noise) see 1 thread."""
+    import threading
+
+    seen = {}
+
+    def worker():
+        T.chain_thread_init()
+        seen["inner"], seen["fft"] = T.inner_threads(), default_threads()
+        seen["numba"] = numba.get_num_threads()
+
+    with T.using(T.thread_budget(1, threads=CORES)):
+        th = threading.Thread(target=worker)
+        th.start()
+        th.join()
+        # the process's budget is visible in every thread; the flag only in the chain's
+        assert T.inner_threads() == CORES and T.current().inner == CORES
+    assert seen == {"inner": 1, "fft": 1, "numba": 1}
+    assert T.inner_threads() is None
+
+
+@pytest.mark.parametrize("shape", [(72, 100), (64, 64), (90, 45), (128,)])
+def test_the_embedding_spectrum_has_the_same_bits_on_any_number_of_workers(shape):
+    """pocketfft's workers follow the budget; the spectrum (and so every draw) may not."""
+    from lattice_lgm import Lattice
+    from lattice_lgm.covariance import Matern
+    from lattice_lgm.priors.circulant import embedding_spectrum
+
+    lat = Lattice(tuple(max(2, m // 2 - 3) for m in shape), spacing=(0.7,) * len(shape))
+    kern = Matern(1.5, sd=1.2, range=3.0)
+    one = embedding_spectrum(kern, lat, shape, workers=1)
+    for w in (2, 3):
+        np.testing.assert_array_equal(embedding_spectrum(kern, lat, shape, workers=w), one)

@@ -58,7 +58,7 @@ from ..errors import (
 )
 from ..lattice import Lattice
 from ..threads import inner_threads
-from ._fft import DEFAULT_PLANNER, RealFFTPlans, SplitRealFFT, WindowRealFFT
+from ._fft import DEFAULT_PLANNER, RealFFTPlans, SplitRealFFT, WindowRealFFT, default_threads
 from .base import LOG_2PI, GaussianPrior, SurrogateConditional, _n_chains, as_rng
 
 __all__ = ["CirculantPrior", "embedding_spectrum", "torus_lags"]
@@ -215,7 +215,11 @@ class CirculantPrior(GaussianPrior):
 
     # -- sizing and spectrum --------------------------------------------------------------------
     def _spectrum(self, kernel: Covariance, mshape: Sequence[int]) -> np.ndarray:
-        return embedding_spectrum(kernel, self.lattice, mshape, workers=2)
+        # pocketfft's threads follow the run's budget like FFTW's (two workers on a busy
+        # 2-core machine made a 72 × 100 torus's spectrum 3× slower, every HMC transition);
+        # its multi-threaded transforms split independent lines: the same bits (tested)
+        return embedding_spectrum(kernel, self.lattice, mshape,
+                                  workers=default_threads(int(np.prod(mshape))))
 
     def _size(
         self, kernel: Covariance, forced: Sequence[int] | None, max_padding: float, max_cells: int

@@ -34,6 +34,7 @@ import numpy as np
 from .._validation import positive_float, positive_int
 from ..errors import InvalidParameterError, SamplerError
 from ..models.latent import LatentGaussianModel
+from ..threads import chain_thread_init
 from . import _kernels
 from ._latent import base, flat, xbeta
 from .state import LatentState, white_ops
@@ -121,7 +122,8 @@ def _pool() -> ThreadPoolExecutor:
     pool = _POOLS.get(n)
     if pool is None:
         pool = _POOLS[n] = ThreadPoolExecutor(max_workers=n,
-                                              thread_name_prefix="lattice_lgm-noise")
+                                              thread_name_prefix="lattice_lgm-noise",
+                                              initializer=chain_thread_init)
     return pool
 
 

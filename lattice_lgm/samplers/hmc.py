@@ -106,7 +106,7 @@ from ..likelihoods._kernels import site_deriv
 from ..models.latent import LatentGaussianModel
 from ..priors import CirculantPrior, GMRFPrior, _fftw
 from ..priors._fft import SplitRealFFT, WindowRealFFT
-from ..threads import chain_threads
+from ..threads import chain_thread_init, chain_threads
 from ._latent import loglik_at
 from .state import LatentState, stack_theta
 
@@ -689,7 +689,7 @@ class JointHMC:
         # one thread per chain: single-threaded FFTs (_workspace) and Numba kernels (its
         # thread count is per calling thread), so k chains use k cores, not k × pools
         self._local.in_pool = True
-        numba.set_num_threads(1)
+        chain_thread_init()
 
     def __getstate__(self) -> dict[str, Any]:
         # thread pools, thread-local FFT plans and buffers are process-local: rebuilt on use
