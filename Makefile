@@ -37,14 +37,13 @@ $(INSTALLED): pyproject.toml $(SYSDEPS)
 	@touch $@
 
 # the demo writes demo_output/bei.zarr and demo_output/bei_maps; a previous demo run is replaced
-# one thread per pool: FFTW, Numba and OpenBLAS each starting a pool per core made the chains
-# 3-40x slower (docs/architecture.md). In-process, not on Dask workers: two local Dask workers
-# of two chains took 19.8 min for this run, 17 min of it system time (docs/convergence.md);
-# the chains run in threads of this process, one per core (JointHMC's default)
+# the library's thread budget (lattice_lgm.threads) shares the cores between Numba, OpenBLAS and
+# FFTW: chains side by side, one thread each, nothing oversubscribed. In-process, not on Dask
+# workers: two local Dask workers of two chains took 19.8 min for this run, 17 min of it system
+# time (docs/convergence.md)
 demo: setup
 	rm -rf demo_output/bei.zarr demo_output/bei_maps
-	LATTICE_LGM_FFT_THREADS=1 NUMBA_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 \
-	  $(VENV)/bin/lattice-lgm run examples/bei_demo.toml
+	$(VENV)/bin/lattice-lgm run examples/bei_demo.toml
 
 test: setup
 	$(PY) -m pytest -m "not slow" -q
@@ -60,6 +59,9 @@ bench: setup
 	$(PY) benchmarks/perf/sampling.py
 	$(PY) benchmarks/perf/dense.py
 	$(PY) benchmarks/perf/mixing_lgcp.py
+	$(PY) benchmarks/perf/threads.py
+	$(PY) benchmarks/perf/threads.py --load 2
+	$(PY) benchmarks/perf/startup.py
 
 lint: setup
 	$(VENV)/bin/ruff check lattice_lgm tests benchmarks

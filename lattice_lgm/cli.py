@@ -323,6 +323,10 @@ def _from_store(path: str) -> tuple[Any, Any, Any]:
     return cfg, cfg.build_model(), store
 
 
+_THREADS_HELP = ("cores the run may use, shared by Numba, BLAS and FFTW (default: "
+                 "LATTICE_LGM_THREADS, else Numba's thread count); the draws do not depend on it")
+
+
 # -- subcommands --------------------------------------------------------------------------------
 def _report(model: Any, tree: Any, where: str, out_dir: Path, thresholds: Sequence[float]
             ) -> None:
@@ -343,6 +347,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         extra["dask_workers"] = args.workers
     if args.scheduler is not None:
         extra["dask_scheduler"] = args.scheduler
+    if args.threads is not None:
+        extra["threads"] = args.threads
     runs = _module("runs", "sample and resume")
     _check_accepts(runs.sample, extra)
     model = cfg.build_model()
@@ -358,6 +364,8 @@ def _cmd_resume(args: argparse.Namespace) -> int:
     cfg, model, _ = _from_store(args.store)
     runs = _module("runs", "sample and resume")
     kw: dict[str, Any] = {"progressbar": not args.no_progress}
+    if args.threads is not None:
+        kw["threads"] = args.threads
     if args.chains is not None:
         kw["chain_ids"] = parse_chains(args.chains, cfg.resolved["sampling"]["chains"])
     if "model" in inspect.signature(runs.resume).parameters:
@@ -450,6 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="run the chains on a local Dask cluster of N workers")
     dask.add_argument("--scheduler", metavar="ADDR",
                       help="run the chains on the Dask scheduler at ADDR (e.g. tcp://host:8786)")
+    run.add_argument("--threads", type=int, metavar="N", help=_THREADS_HELP)
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.set_defaults(func=_cmd_run)
 
@@ -460,6 +469,7 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("store", metavar="STORE", help="the run's zarr store")
     resume.add_argument("--chains", metavar="A-B",
                         help="the chain block this process ran (run --chains A-B)")
+    resume.add_argument("--threads", type=int, metavar="N", help=_THREADS_HELP)
     resume.add_argument("--no-progress", action="store_true", help="no progress bar")
     resume.set_defaults(func=_cmd_resume)
 

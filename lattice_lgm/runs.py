@@ -38,6 +38,7 @@ from .store import (
     check_compatible,
     library_versions,
 )
+from .threads import BLAS_ENV, ThreadBudget, thread_budget, using
 
 __all__ = ["ResourceLimitError", "StoreExistsError", "resume", "sample"]
 
@@ -628,6 +629,7 @@ def sample(
     dask_workers: int | None = None,
     dask_scheduler: str | None = None,
     chains_per_task: int = 1,
+    threads: int | None = None,
 ) -> Any:
     """Run ``chains`` Gibbs chains of ``model`` and return the draws in ArviZ layout.
 
@@ -692,6 +694,13 @@ def sample(
         ``store`` must be on a filesystem every worker sees.
     chains_per_task : int
         Chains per Dask task (a contiguous block; each block keeps its own checkpoints).
+    threads : int, optional
+        Cores this run may use, shared by Numba, the BLAS library and FFTW without
+        oversubscription (:func:`lattice_lgm.threads.thread_budget`: over chains when there
+        are several, inside one field's transforms when there is one).  Default:
+        ``LATTICE_LGM_THREADS``, else Numba's thread count (at most the usable cores); on a
+        Dask ``LocalCluster`` each single-threaded worker runs its block with 1.  The budget
+        applied is stored in the attrs (``thread_budget``); the draws do not depend on it.
 
     Returns
     -------
@@ -714,7 +723,8 @@ def sample(
         return _sample_dask(
             model, store=store, workers=dask_workers, scheduler=dask_scheduler,
             chains_per_task=chains_per_task, resume=resume,
-            kwargs=dict(draws=draws, tune=tune, chains=chains, random_seed=random_seed,
+            kwargs=dict(threads=threads, draws=draws, tune=tune, chains=chains,
+                        random_seed=random_seed,
                         thin=thin, thin_fields=thin_fields, checkpoint_every=checkpoint_every,
                         step=step, representation=representation, n_latent=n_latent,
                         initvals=initvals, discard_tuned_samples=discard_tuned_samples,
@@ -731,6 +741,16 @@ def sample(
         raise InvalidParameterError(
             f"initvals has {len(initvals)} entries; give one mapping per chain "
             f"({len(plan.chain_ids)}).")
+    budget = thread_budget(len(plan.chain_ids), threads)
+    with using(budget):
+        return _sample_in_process(plan, budget, store=store, resume=resume, chain_ids=chain_ids,
+                                  initvals=initvals, step=step, progressbar=progressbar,
+                                  max_disk_gb=max_disk_gb, max_memory_gb=max_memory_gb)
+
+
+def _sample_in_process(plan: _Plan, budget: ThreadBudget, *, store, resume, chain_ids,
+                       initvals, step, progressbar, max_disk_gb, max_memory_gb) -> Any:
+    """:func:`sample` in this process, under ``budget`` (applied by the caller)."""
     from .samplers import chain_rngs
 
     # a draw of the layout: the state at the start (its record uses no randomness)
@@ -745,18 +765,22 @@ def sample(
             print(report, file=sys.stderr, flush=True)
         return st0
 
+    attrs = plan.attrs()
+    attrs["thread_budget"] = budget.to_attrs()
+    if progressbar:
+        print(budget.describe(), file=sys.stderr, flush=True)
+
     path = None if store is None else Path(store)
     runner_sink: Any
     if path is None:
         state = start()
         specs, coords = plan.specs(plan.view.record(state))
         _check_resources(specs, None, max_disk_gb, max_memory_gb)
-        sink = _MemorySink(specs, coords, plan.attrs())
+        sink = _MemorySink(specs, coords, attrs)
         runner = _Runner(plan, sink, probe_rngs, step=step, progressbar=progressbar,
                          checkpointing=False)
         runner.run(state, None)
         return sink.tree()
-    attrs = plan.attrs()
     if resume:
         st = RunStore(path)
         check_compatible(st.attrs, attrs)
@@ -828,6 +852,9 @@ def _sample_dask(model: Any, *, store, workers, scheduler, chains_per_task, resu
             "(an existing cluster), not both.")
     if workers is not None:
         workers = positive_int("dask_workers", workers, "worker processes, e.g. 2")
+        # the LocalCluster's workers are single-threaded processes: one thread per block
+        # unless the user says otherwise
+        kwargs = {**kwargs, "threads": 1 if kwargs.get("threads") is None else kwargs["threads"]}
     try:
         from dask.distributed import Client, LocalCluster
     except ImportError as exc:  # pragma: no cover - an optional extra
@@ -841,6 +868,10 @@ def _sample_dask(model: Any, *, store, workers, scheduler, chains_per_task, resu
         # before any task starts); the tasks then join it block by block
         _create_only(model, path, kwargs, blocks)
     cluster = None
+    # distributed's nanny writes OMP/MKL/OPENBLAS_NUM_THREADS=1 into this process's environment
+    # for its workers and leaves them there: afterwards they would read as the user's own BLAS
+    # setting (lattice_lgm.threads); put the environment back when done
+    saved_env = {k: os.environ.get(k) for k in BLAS_ENV}
     if workers is not None:
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                dashboard_address=None)
@@ -856,6 +887,11 @@ def _sample_dask(model: Any, *, store, workers, scheduler, chains_per_task, resu
         client.close()
         if cluster is not None:
             cluster.close()
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     from .store import open_store
 
     return open_store(path)
@@ -878,12 +914,18 @@ def _create_only(model: Any, path: Path, kwargs: dict, blocks: list[list[int]]) 
     _check_resources(specs, path, kwargs.get("max_disk_gb"), None)
     attrs = plan.attrs()
     attrs["chain_blocks"] = blocks
+    # each task applies its own budget (its worker's cores); a LocalCluster's tasks run with
+    # the 1 thread _sample_dask passes, a scheduler's with the user's threads or the default
+    t = kwargs.get("threads")
+    attrs["thread_budget"] = (thread_budget(len(blocks[0]), t).to_attrs() if t is not None
+                              else "each Dask worker's default")
     RunStore.create(path, specs, coords, attrs)
 
 
 def resume(store: str | os.PathLike, model: Any = None, *, step: Any = None,
            progressbar: bool = True, chain_ids: Sequence[int] | None = None,
-           dask_workers: int | None = None, dask_scheduler: str | None = None) -> Any:
+           dask_workers: int | None = None, dask_scheduler: str | None = None,
+           threads: int | None = None) -> Any:
     """Continue a stopped or crashed run from its newest checkpoint(s).
 
     Parameters
@@ -900,6 +942,9 @@ def resume(store: str | os.PathLike, model: Any = None, *, step: Any = None,
         Resume only this block of chains (the ``--chains`` of a job-array task).  Default: the
         whole run — every chain block of a Dask run, in turn (or on Dask with
         ``dask_workers``/``dask_scheduler``).
+    threads : int, optional
+        The resumed run's thread budget (:func:`sample`); it may differ from the original
+        run's: the draws do not depend on it.
 
     Returns
     -------
@@ -932,7 +977,7 @@ def resume(store: str | os.PathLike, model: Any = None, *, step: Any = None,
               store=store, thin=rc["thin"], thin_fields=rc["thin_fields"],
               checkpoint_every=rc["checkpoint_every"],
               discard_tuned_samples=rc["discard_tuned_samples"], thresholds=rc["thresholds"],
-              config=cfg or None, resume=True, step=step)
+              config=cfg or None, resume=True, step=step, threads=threads)
     if step is None:  # the default sweep: its representation and n_latent
         kw.update(representation=rc["representation"], n_latent=rc["n_latent"])
     blocks = attrs.get("chain_blocks")

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lattice_lgm.priors._fft import available_cores
+from lattice_lgm.threads import available_cores
 
 ROOT = Path(__file__).resolve().parents[1]
 

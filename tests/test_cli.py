@@ -233,6 +233,15 @@ def test_run_progress_and_dask_options_are_passed_only_when_given(project, fake_
     assert kws[2]["progressbar"] is True and kws[2]["chain_ids"] is None
 
 
+def test_threads_option_is_passed_to_sample_and_resume(project, fake_runs, fake_store):
+    assert cli.main(["run", str(project.path), "--threads", "1"]) == 0
+    assert cli.main(["resume", fake_store.path, "--threads", "2"]) == 0
+    assert cli.main(["run", str(project.path)]) == 0
+    (_, _, run_kw), (name, _, resume_kw), (_, _, plain_kw) = fake_runs
+    assert run_kw["threads"] == 1 and name == "resume" and resume_kw["threads"] == 2
+    assert "threads" not in plain_kw  # the library's default budget
+
+
 def test_workers_and_scheduler_are_exclusive(project, capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(["run", str(project.path), "--workers", "2", "--scheduler", "x"])

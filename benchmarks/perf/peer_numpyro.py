@@ -64,7 +64,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
 WORK = RESULTS / "peer_numpyro"        # for CELL = 20 m; other cells: peer_numpyro_<cell>m
 VENV = ROOT / "benchmarks" / ".peer-venv"
-PEER_PACKAGES = ("jax[cpu]==0.4.38", "numpyro==0.16.1")
+PEER_PACKAGES = ("jax[cpu]==0.4.38", "numpyro==0.16.1", "blackjax==1.2.5")  # + ess_vs_peers.py
 CELL = 20.0
 N_CHECK = 12
 NAMES = ("sd", "range", "mean", "beta_elev", "beta_grad")

@@ -674,7 +674,7 @@ def main(argv: list[str] | None = None) -> int:
     if "threads" in args.sections:
         n = cfg["threads_n"]
         print(f"== threads: circulant {n}², 1 vs 2 threads", flush=True)
-        from lattice_lgm.priors._fft import available_cores
+        from lattice_lgm.threads import available_cores
 
         if available_cores() < 2:  # the affinity's cores: Numba refuses more threads
             print("  skipped: fewer than 2 usable cores")

@@ -29,6 +29,7 @@ import numpy as np
 import pyfftw
 
 from ..errors import InvalidParameterError
+from ..threads import available_cores, inner_threads
 from . import _fftw
 
 __all__ = ["PLANNER_EFFORTS", "RealFFTPlans", "SplitRealFFT", "WindowRealFFT", "export_wisdom",
@@ -46,11 +47,11 @@ _PLAN_LOCK = _fftw.PLAN_LOCK
 
 
 def default_threads(size: int | None = None) -> int:
-    """FFTW threads: the cores this process may use, or 1 for transforms below SMALL_FFT cells.
+    """FFTW threads: one chain's share of the run's thread budget, 1 below SMALL_FFT cells.
 
-    ``LATTICE_LGM_FFT_THREADS`` (an int >= 1) overrides it, so that a run can hold one thread
-    budget across FFTW, Numba and OpenBLAS (three pools on two cores made a sweep 3-40x slower,
-    docs/architecture.md).
+    Under a run's budget (:func:`lattice_lgm.threads.using`) that share is its ``inner``
+    threads; outside one, the cores this process may use.  ``LATTICE_LGM_FFT_THREADS`` (an
+    int >= 1) overrides both.
     """
     env = os.environ.get("LATTICE_LGM_FFT_THREADS")
     if env:
@@ -60,15 +61,8 @@ def default_threads(size: int | None = None) -> int:
         return int(env)
     if size is not None and size < SMALL_FFT:
         return 1
-    return available_cores()
-
-
-def available_cores() -> int:
-    """The cores this process may run on (its CPU affinity), at least 1."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - non-Linux
-        return max(1, os.cpu_count() or 1)
+    inner = inner_threads()
+    return available_cores() if inner is None else inner
 
 
 def _check_effort(planner_effort: str) -> None:

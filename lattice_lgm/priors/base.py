@@ -87,6 +87,9 @@ class GaussianPrior(ABC):
 
     #: what the exact operations act on: "lattice", "inputs", "torus" or "padded lattice".
     exact_on: str = "lattice"
+    #: whether :meth:`colorize` of a batch gives each row bitwise what it gives that row alone
+    #: (then samplers colour the chains that share this prior in one call; issue 26)
+    colorize_batch_exact: bool = False
     shape: tuple[int, ...]
     state_shape: tuple[int, ...]
     white_shape: tuple[int, ...]

@@ -57,7 +57,8 @@ from ..errors import (
     ShapeMismatchError,
 )
 from ..lattice import Lattice
-from ._fft import DEFAULT_PLANNER, RealFFTPlans, SplitRealFFT, WindowRealFFT
+from ..threads import inner_threads
+from ._fft import DEFAULT_PLANNER, RealFFTPlans, SplitRealFFT, WindowRealFFT, default_threads
 from .base import LOG_2PI, GaussianPrior, SurrogateConditional, _n_chains, as_rng
 
 __all__ = ["CirculantPrior", "embedding_spectrum", "torus_lags"]
@@ -214,7 +215,11 @@ class CirculantPrior(GaussianPrior):
 
     # -- sizing and spectrum --------------------------------------------------------------------
     def _spectrum(self, kernel: Covariance, mshape: Sequence[int]) -> np.ndarray:
-        return embedding_spectrum(kernel, self.lattice, mshape, workers=2)
+        # pocketfft's threads follow the run's budget like FFTW's (two workers on a busy
+        # 2-core machine made a 72 × 100 torus's spectrum 3× slower, every HMC transition);
+        # its multi-threaded transforms split independent lines: the same bits (tested)
+        return embedding_spectrum(kernel, self.lattice, mshape,
+                                  workers=default_threads(int(np.prod(mshape))))
 
     def _size(
         self, kernel: Covariance, forced: Sequence[int] | None, max_padding: float, max_cells: int
@@ -584,10 +589,14 @@ class CirculantPrior(GaussianPrior):
         FFTW plans and their buffers must not run in two threads at once (STYLE); any other
         thread (chains or warm starts run in a pool, Dask's worker threads) gets its own
         single-threaded plans, with the same numbers (FFTW_ESTIMATE plans are bitwise
-        identical for 1 and more threads; tested).
+        identical for 1 and more threads; tested).  So does the main thread when a run's
+        thread budget gives one chain fewer threads than the shared plans use
+        (:mod:`lattice_lgm.threads`: several chains side by side).
         """
         if threading.current_thread() is threading.main_thread():
-            return self._plans
+            inner = inner_threads()
+            if inner is None or inner >= self._plans.threads:
+                return self._plans
         return self._own_thread_plans()
 
     def _own_thread_plans(self) -> RealFFTPlans:

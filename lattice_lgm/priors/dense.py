@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numba
 import numpy as np
 from scipy import linalg
 from scipy.linalg.lapack import dlauum as _dlauum
@@ -37,6 +38,33 @@ from ..covariance import Covariance, _Distances
 from ..errors import InvalidCovarianceError, InvalidParameterError, NotPositiveDefiniteError
 from ..lattice import Lattice
 from .base import LOG_2PI, GaussianPrior, SurrogateConditional
+
+
+@numba.njit(cache=True, nogil=True, boundscheck=False, fastmath={"reassoc", "contract"})
+def _lower_matvecs(low: np.ndarray, w: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover
+    """``out[c] = L w[c]`` for a lower-triangular ``L`` (n, n), rows ``w`` (m, n).
+
+    Colourisation of dense white noise, all chains in one pass over the factor: each row of
+    ``L`` is read once (and stays in L1) for every chain, and only the triangle (half the
+    bytes of a general product) is read.  Each output element is one dot product of a row
+    of ``L`` with one chain's ``w``, compiled once: the reassociation allowed here lets LLVM
+    vectorise that reduction (its partial sums depend on the row's length only), so a chain's
+    field is bitwise the same alone, in any batch or subset of chains and on any thread count
+    (DESIGN §5) — which a batched BLAS product does not promise (its blocking depends on the
+    batch size).  Its last bits depend on the CPU's vector width, as BLAS's do.  Measured on
+    the coal-mining factor (811², 4 chains, one core): 0.23 ms, against 0.41 ms for the
+    same product summed in a fixed scalar order and 0.43 ms for one BLAS GEMM.
+    """
+    n = low.shape[0]
+    m = w.shape[0]
+    for i in range(n):
+        row = low[i, : i + 1]
+        for c in range(m):
+            wc = w[c, : i + 1]
+            s = 0.0
+            for j in range(i + 1):
+                s += row[j] * wc[j]
+            out[c, i] = s
 
 __all__ = ["DensePrior"]
 
@@ -115,6 +143,7 @@ class DensePrior(GaussianPrior):
     """
 
     exact_on = "inputs"
+    colorize_batch_exact = True  # _lower_matvecs: each element one compiled dot product
 
     def __init__(
         self,
@@ -259,7 +288,20 @@ class DensePrior(GaussianPrior):
         return a.reshape(len(a), -1)
 
     def _colorize(self, z: np.ndarray) -> np.ndarray:
-        return (self._flat(z) @ self.chol.T).reshape(z.shape)
+        zf = np.ascontiguousarray(self._flat(z), dtype=np.float64)
+        out = np.empty_like(zf)
+        _lower_matvecs(self._chol_c, zf, out)
+        return out.reshape(z.shape)
+
+    @property
+    def _chol_c(self) -> np.ndarray:
+        """The factor as a C-contiguous float64 array (what the compiled product reads)."""
+        chol = self.chol
+        cached = self.__dict__.get("_chol_c_cache")
+        if cached is None or cached[0] is not chol:
+            cached = (chol, np.ascontiguousarray(chol, dtype=np.float64))
+            self.__dict__["_chol_c_cache"] = cached
+        return cached[1]
 
     def _whiten(self, x: np.ndarray) -> np.ndarray:
         z = linalg.solve_triangular(self.chol, self._flat(x).T, lower=True, check_finite=False)

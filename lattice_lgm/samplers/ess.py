@@ -34,6 +34,8 @@ import numpy as np
 from .._validation import positive_float, positive_int
 from ..errors import InvalidParameterError, SamplerError
 from ..models.latent import LatentGaussianModel
+from ..priors.dense import DensePrior, _lower_matvecs
+from ..threads import chain_thread_init
 from . import _kernels
 from ._latent import base, flat, xbeta
 from .state import LatentState, white_ops
@@ -71,7 +73,8 @@ def _draw_aux(model: LatentGaussianModel, state: LatentState,
     stream (NumPy fills arrays without the GIL), so the numbers do not depend on the thread
     count.  Circulant priors colour in the same task with the thread's own single-threaded FFT
     plans (bitwise the same transform as the shared multi-threaded plan); other backends
-    colour chain by chain afterwards (their solvers are not shared across threads).
+    colour afterwards in the calling thread (their solvers are not shared across threads):
+    chains sharing a dense prior in one compiled pass over its factor, others chain by chain.
     """
     ops = white_ops(model.prior)
     n = state.n_chains
@@ -93,8 +96,17 @@ def _draw_aux(model: LatentGaussianModel, state: LatentState,
         for c in range(n):
             draw(c)
     if not fused:
-        for c, p in enumerate(state.priors):
-            ops.colorize(p, wn[c:c + 1], out=nu[c:c + 1])
+        c = 0
+        while c < n:
+            # chains that share one prior object (the same θ) are coloured in one call where
+            # the prior promises each row the bits it would get alone (dense: one pass over
+            # the factor for all of them instead of one per chain)
+            p, e = state.priors[c], c + 1
+            if p.colorize_batch_exact:
+                while e < n and state.priors[e] is p:
+                    e += 1
+            ops.colorize(p, wn[c:e], out=nu[c:e])
+            c = e
     beta_nu = np.zeros_like(state.beta)
     if model.n_beta:
         for c, r in enumerate(rngs):
@@ -111,7 +123,8 @@ def _pool() -> ThreadPoolExecutor:
     pool = _POOLS.get(n)
     if pool is None:
         pool = _POOLS[n] = ThreadPoolExecutor(max_workers=n,
-                                              thread_name_prefix="lattice_lgm-noise")
+                                              thread_name_prefix="lattice_lgm-noise",
+                                              initializer=chain_thread_init)
     return pool
 
 
@@ -144,6 +157,92 @@ def _new_state(kern, state: LatentState, wn, nu, beta_nu, ct, st, loglik,
         beta=_rotate(kern, state.beta, beta_nu, ct, st, in_place) if n_beta else state.beta,
         loglik=loglik,
     )
+
+
+@numba.njit(nogil=True, cache=True)
+def _cos_sin(t, ct, st):  # pragma: no cover - numba
+    for c in range(t.shape[0]):
+        ct[c] = math.cos(t[c])
+        st[c] = math.sin(t[c])
+
+
+@numba.njit(nogil=True, cache=True)
+def _dense_steps(kind, gens, n_steps, low, f, white, loglik, sidx, base, y, aux, const,
+                 bracket, block, max_evals, trace, n_evals, last_t, err):  # pragma: no cover
+    """``n_steps`` elliptical slice updates of chains sharing one dense factor, in place.
+
+    Murray, Adams & MacKay (2010), Figure 2, steps 1–10 per update, for every chain, drawing
+    from each chain's own Generator exactly what :meth:`EllipticalSlice.step` draws and in
+    the same order (white noise of every chain, then per chain the threshold's and the
+    bracket's uniforms, then blocks of ``block`` shrink uniforms for the chains still
+    shrinking), with the same kernels: the same numbers as ``n_steps`` calls of ``step``.
+    Stops at the first error (``err``: kind 1 NaN, 2 shrink cap; chain; update).
+    """
+    m, n = white.shape
+    wn = np.empty((m, n))
+    nu = np.empty((m, n))
+    xa = np.zeros((m, 0))
+    log_y = np.empty(m)
+    lo = np.empty(m)
+    hi = np.empty(m)
+    t = np.empty(m)
+    ct = np.empty(m)
+    st = np.empty(m)
+    uniforms = np.zeros((m, block))
+    status = np.empty(m, dtype=np.int64)
+    ne = np.zeros(m, dtype=np.int64)
+    out_ll = np.empty(m)
+    for it in range(n_steps):
+        for c in range(m):  # step 1: ν ~ N(0, K) through the factor
+            wn[c, :] = gens[c].standard_normal(n)
+        _lower_matvecs(low, wn, nu)
+        for c in range(m):  # steps 2-3: threshold, initial bracket
+            log_y[c] = loglik[c] - const + math.log(gens[c].random())
+            if bracket >= TWO_PI:
+                tt = gens[c].random() * TWO_PI
+                lo[c] = tt - TWO_PI
+                hi[c] = tt
+                t[c] = tt
+            else:
+                a = -bracket * gens[c].random()
+                lo[c] = a
+                hi[c] = a + bracket
+                t[c] = a + gens[c].random() * (hi[c] - a)
+            status[c] = _kernels.ESS_EVALUATE
+            ne[c] = 0
+        while True:  # steps 4-10
+            for c in range(m):
+                if status[c] != _kernels.ESS_DONE:
+                    u = gens[c].random(block)
+                    for j in range(block):
+                        uniforms[c, j] = u[j]
+                else:
+                    for j in range(block):
+                        uniforms[c, j] = 0.0
+            _kernels._ess(kind, f, nu, sidx, xa, xa, base, y, aux, log_y, lo, hi, t, uniforms,
+                          ne, out_ll, status, max_evals)
+            done = True
+            for c in range(m):
+                if status[c] == _kernels.ESS_NAN:
+                    err[0], err[1], err[2] = 1, c, it
+                    last_t[c] = t[c]
+                    return it
+                if status[c] == _kernels.ESS_NEED_UNIFORMS and ne[c] >= max_evals:
+                    err[0], err[1], err[2] = 2, c, it
+                    return it
+                if status[c] != _kernels.ESS_DONE:
+                    done = False
+            if done:
+                break
+        _cos_sin(t, ct, st)
+        _kernels._rotate(f, nu, ct, st, f)
+        _kernels._rotate(white, wn, ct, st, white)
+        for c in range(m):
+            loglik[c] = out_ll[c] + const
+            trace[it, c] = loglik[c]
+            n_evals[c] += ne[c]
+            last_t[c] = t[c]
+    return n_steps
 
 
 class EllipticalSlice:
@@ -242,10 +341,91 @@ class EllipticalSlice:
             self._check(state, status, n_evals, lo, hi, t, log_y)
             if (status == _kernels.ESS_DONE).all():
                 break
-        new = _new_state(kern, state, wn, nu, beta_nu, np.cos(t), np.sin(t),
+        ct, st = np.empty(n), np.empty(n)
+        _cos_sin(t, ct, st)  # the same libm calls as the fused steps (steps())
+        new = _new_state(kern, state, wn, nu, beta_nu, ct, st,
                          out_ll + lik.constant, in_place, model.n_beta)
         return new, {"angle": t, "bracket": np.stack([lo, hi], axis=1), "n_loglik": n_evals,
                      "n_cov": np.zeros(n, dtype=np.int64)}
+
+    def steps(self, state: LatentState, rngs: Sequence[np.random.Generator], n_steps: int,
+              *, in_place: bool = False, trace: np.ndarray | None = None
+              ) -> tuple[LatentState, dict[str, Any]]:
+        """``n_steps`` updates of every chain: the same draws as ``n_steps`` calls of :meth:`step`.
+
+        Chains that share one dense prior (one θ) and have no in-block coefficients run all
+        the updates in one compiled call, Python touched once per block (issue 26: the
+        Python between compiled calls was most of a step on small problems); anything else
+        calls :meth:`step` in turn.
+
+        Parameters
+        ----------
+        state : LatentState
+        rngs : sequence of Generator, one per chain
+        n_steps : int
+            Updates (>= 1).
+        in_place : bool
+            As :meth:`step`.
+        trace : ndarray, shape (n_steps, n_chains), optional
+            Filled with every chain's log-likelihood after each update.
+
+        Returns
+        -------
+        state : LatentState
+        info : dict
+            ``n_loglik`` (n_chains,) evaluations over the block, ``n_cov`` zeros, ``angle``
+            of the last update.
+        """
+        positive_int("n_steps", n_steps, "updates per call, e.g. 10")
+        if trace is not None and trace.shape != (n_steps, state.n_chains):
+            raise InvalidParameterError(
+                f"trace has shape {trace.shape}; give (n_steps, n_chains) = "
+                f"{(n_steps, state.n_chains)}.")
+        if not self._fusable(state):
+            total = np.zeros(state.n_chains, dtype=np.int64)
+            info: dict[str, Any] = {}
+            for k in range(n_steps):
+                state, info = self.step(state, rngs, in_place=in_place or k > 0)
+                total += info["n_loglik"]
+                if trace is not None:
+                    trace[k] = state.loglik
+            return state, {**info, "n_loglik": total}
+        state.check_rngs(rngs)
+        _require_finite(state, "elliptical slice sampling")
+        model, lik, n = self.model, self.model.likelihood, state.n_chains
+        f = state.f if in_place and state.f.flags.c_contiguous else state.f.copy()
+        white = (state.white if in_place and state.white.flags.c_contiguous
+                 else state.white.copy())
+        loglik = np.array(state.loglik, dtype=np.float64)
+        bs = base(model, [state.theta_of(c) for c in range(n)])
+        n_evals = np.zeros(n, dtype=np.int64)
+        last_t = np.zeros(n)
+        err = np.zeros(3, dtype=np.int64)
+        out = trace if trace is not None else np.empty((n_steps, n))
+        _dense_steps(self._kern.kind, tuple(rngs), n_steps, state.priors[0]._chol_c, flat(f),
+                     flat(white), loglik, model.state_index, bs, lik.y_obs, lik.aux_obs,
+                     lik.constant, self.bracket, self.block, self.max_shrink, out, n_evals,
+                     last_t, err)
+        if err[0]:
+            c = int(err[1])
+            what = ("the log-likelihood is NaN" if err[0] == 1 else
+                    f"elliptical slice sampling hit the shrink cap ({self.max_shrink} "
+                    "evaluations)")
+            raise SamplerError(
+                f"chain {state.chains[c]}, update {int(err[2])} of the block: {what}; check "
+                "the data and the likelihood (the current state should always be on the "
+                "slice).", {"chain": state.chains[c], "update": int(err[2])})
+        new = state._replace(f=f, white=white, loglik=loglik)
+        return new, {"angle": last_t, "n_loglik": n_evals,
+                     "n_cov": np.zeros(n, dtype=np.int64)}
+
+    def _fusable(self, state: LatentState) -> bool:
+        """Whether :meth:`steps` can run in one compiled call (see there)."""
+        p0 = state.priors[0]
+        return (isinstance(p0, DensePrior) and self.model.n_beta == 0
+                and all(p is p0 for p in state.priors)
+                and state.f.dtype == np.float64 and state.white.dtype == np.float64
+                and state.f[0].size == state.white[0].size == p0.chol.shape[0])
 
     def _initial_bracket(self, r: np.random.Generator) -> tuple[float, float, float]:
         """Step 3: the initial angle and bracket.

@@ -89,6 +89,12 @@ class Gibbs:
             info[f"accepted/{i}:{move.name}"] = inf["accepted"]
         # the latent steps may overwrite arrays this sweep created itself (never the input's)
         owned = bool(self.hyper)
+        if self.n_latent and hasattr(self.latent, "steps"):
+            # the whole block in one call (compiled where the state allows: the same draws)
+            state, inf = self.latent.steps(state, rngs, self.n_latent, in_place=owned)
+            info["n_loglik"] += inf["n_loglik"]
+            info["angle"] = inf["angle"]
+            return state, info
         for _ in range(self.n_latent):
             state, inf = self.latent.step(state, rngs, in_place=owned)
             owned = True

@@ -105,7 +105,8 @@ from ..errors import InvalidParameterError, ParameterOutOfBoundsError
 from ..likelihoods._kernels import site_deriv
 from ..models.latent import LatentGaussianModel
 from ..priors import CirculantPrior, GMRFPrior, _fftw
-from ..priors._fft import SplitRealFFT, WindowRealFFT, available_cores
+from ..priors._fft import SplitRealFFT, WindowRealFFT
+from ..threads import chain_thread_init, chain_threads
 from ._latent import loglik_at
 from .state import LatentState, stack_theta
 
@@ -226,8 +227,8 @@ class JointHMC:
         field's low frequencies (module docstring).
     threads : int, optional
         Chains run at once, each in its own thread with single-threaded FFTs (default: the
-        cores this process may use, at most the number of chains).  The draws do not depend
-        on it.
+        run's thread budget, :mod:`lattice_lgm.threads`, else the cores this process may
+        use; at most the number of chains).  The draws do not depend on it.
 
     Notes
     -----
@@ -673,7 +674,7 @@ class JointHMC:
 
     def _chain_pool(self, n: int) -> ThreadPoolExecutor | None:
         """The thread pool for ``n`` chains, or None to run them in the calling thread."""
-        k = min(n, self.threads if self.threads is not None else available_cores())
+        k = chain_threads(n, self.threads)
         if k <= 1:
             return None
         if self._pool is None or self._pool_size != k:
@@ -688,7 +689,7 @@ class JointHMC:
         # one thread per chain: single-threaded FFTs (_workspace) and Numba kernels (its
         # thread count is per calling thread), so k chains use k cores, not k × pools
         self._local.in_pool = True
-        numba.set_num_threads(1)
+        chain_thread_init()
 
     def __getstate__(self) -> dict[str, Any]:
         # thread pools, thread-local FFT plans and buffers are process-local: rebuilt on use

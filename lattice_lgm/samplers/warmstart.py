@@ -37,14 +37,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-import numba
 import numpy as np
 
 from .._validation import positive_int
 from ..errors import InvalidParameterError, SamplerError
 from ..models.latent import LatentGaussianModel
 from ..priors import CirculantPrior, GaussianPrior
-from ..priors._fft import available_cores
+from ..threads import chain_thread_init, chain_threads
 from ._latent import loglik_at, state_from_fields
 from .state import LatentState
 
@@ -400,11 +399,10 @@ def warm_start(model: LatentGaussianModel, rngs: Sequence[np.random.Generator],
 
     # chains are independent (no shared random numbers), so on the torus they run in threads
     # (each with its own FFT plans, CirculantPrior._fft); the same numbers in any thread
-    k = min(n, available_cores() if threads is None else positive_int(
-        "threads", threads, "the number of chains started at once, e.g. 2"))
+    k = chain_threads(n, threads)
     if k > 1 and isinstance(model.prior, CirculantPrior):
         with ThreadPoolExecutor(max_workers=k, thread_name_prefix="lattice-warm",
-                                initializer=numba.set_num_threads, initargs=(1,)) as pool:
+                                initializer=chain_thread_init) as pool:
             started = list(pool.map(start, range(n)))
     else:
         started = [start(c) for c in range(n)]
