@@ -91,7 +91,7 @@ class ThreadBudget:
         return asdict(self)
 
 
-def _env_int(name: str, remedy: str) -> int:
+def env_int(name: str, remedy: str) -> int:
     """An environment variable as an int >= 1, else raise naming it."""
     value = os.environ[name]
     if not value.strip().isdigit() or int(value) < 1:
@@ -127,7 +127,7 @@ def thread_budget(n_chains: int, threads: int | None = None) -> ThreadBudget:
                          "for the default")
         source = "argument"
     elif os.environ.get(THREADS_ENV):
-        n = _env_int(THREADS_ENV, "unset it or give the cores the run may use")
+        n = env_int(THREADS_ENV, "unset it or give the cores the run may use")
         source = THREADS_ENV
     else:
         n, source = max(1, min(numba.get_num_threads(), available_cores())), "numba"

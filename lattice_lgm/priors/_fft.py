@@ -29,7 +29,7 @@ import numpy as np
 import pyfftw
 
 from ..errors import InvalidParameterError
-from ..threads import available_cores, inner_threads
+from ..threads import available_cores, env_int, inner_threads
 from . import _fftw
 
 __all__ = ["PLANNER_EFFORTS", "RealFFTPlans", "SplitRealFFT", "WindowRealFFT", "export_wisdom",
@@ -53,12 +53,8 @@ def default_threads(size: int | None = None) -> int:
     threads; outside one, the cores this process may use.  ``LATTICE_LGM_FFT_THREADS`` (an
     int >= 1) overrides both.
     """
-    env = os.environ.get("LATTICE_LGM_FFT_THREADS")
-    if env:
-        if not env.isdigit() or int(env) < 1:
-            raise InvalidParameterError(
-                f"LATTICE_LGM_FFT_THREADS={env!r} must be an integer >= 1 (FFTW threads).")
-        return int(env)
+    if os.environ.get("LATTICE_LGM_FFT_THREADS"):
+        return env_int("LATTICE_LGM_FFT_THREADS", "FFTW threads, e.g. 1")
     if size is not None and size < SMALL_FFT:
         return 1
     inner = inner_threads()
