@@ -15,6 +15,10 @@ import os
 # it must be set before pyfftw and numba are imported; a user's own setting wins.
 os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
+from . import _numba_cache  # noqa: E402  (before any kernel is loaded from the cache)
+
+_numba_cache.refresh()
+
 from importlib.metadata import PackageNotFoundError, version
 
 from . import covariance, errors, priors

@@ -32,8 +32,8 @@ from ..errors import InvalidParameterError
 from ..threads import available_cores, env_int, inner_threads
 from . import _fftw
 
-__all__ = ["PLANNER_EFFORTS", "RealFFTPlans", "SplitRealFFT", "WindowRealFFT", "export_wisdom",
-           "import_wisdom"]
+__all__ = ["PLANNER_EFFORTS", "CompiledBackward", "RealFFTPlans", "SplitRealFFT",
+           "WindowRealFFT", "export_wisdom", "import_wisdom"]
 
 PLANNER_EFFORTS = ("FFTW_ESTIMATE", "FFTW_MEASURE", "FFTW_PATIENT", "FFTW_EXHAUSTIVE")
 DEFAULT_PLANNER = "FFTW_ESTIMATE"
@@ -309,6 +309,74 @@ class SplitRealFFT:
         """Unnormalised c2r of :attr:`bwd_in` into :attr:`bwd_out` (returned, owned here)."""
         self._bwd.execute()
         return self.bwd_out
+
+
+class CompiledBackward:
+    """Unnormalised c2r transforms of a torus for compiled callers: buffers and plan addresses.
+
+    ``copies`` independent single-field transforms, each with its own buffers and plan, so
+    that compiled code may run them in different threads at once (FFTW executes distinct
+    plans concurrently; §5 of its manual).  Each is the backward transform of
+    :class:`RealFFTPlans` — 64-byte aligned buffers, one field, one thread,
+    ``FFTW_DESTROY_INPUT``, the same planner effort — planned through FFTW's guru interface
+    (:mod:`._fftw`) so that a Numba kernel executes it with ``_fftw.execute_at``
+    (elliptical slice sampling's compiled blocks, ``samplers.ess``).  FFTW_ESTIMATE picks
+    its algorithm from the problem alone (sizes, strides, alignment), so a transform is
+    bitwise the one pyfftw's plan computes (tested through the samplers).  An instance
+    belongs to one thread at a time.
+
+    Parameters
+    ----------
+    torus_shape : tuple of int
+    planner_effort : str
+    copies : int
+        Independent transforms (e.g. one per chain).
+
+    Attributes
+    ----------
+    bwd_in : ndarray, complex128, (copies, prod(half_shape))
+        Inputs, one row each (destroyed by a transform); rows are 64-byte aligned.
+    bwd_out : ndarray, float64, (copies, prod(torus_shape))
+    plans : ndarray of int64, (copies,)
+        The plans' addresses, for ``_fftw.execute_at(_fftw.EXECUTE_ADDRESS, plans[i])``.
+
+    Raises
+    ------
+    RuntimeError
+        No FFTW library could be loaded for compiled plans (``_fftw.LIB`` is None), or FFTW
+        made no plan: callers keep pyfftw's plans.
+    """
+
+    def __init__(self, torus_shape: tuple[int, ...], planner_effort: str = DEFAULT_PLANNER,
+                 copies: int = 1) -> None:
+        _check_effort(planner_effort)
+        if _fftw.LIB is None:
+            raise RuntimeError("no FFTW library could be loaded for compiled plans.")
+        shape = tuple(int(m) for m in torus_shape)
+        half = (*shape[:-1], shape[-1] // 2 + 1)
+        self.bwd_in = _aligned_rows(int(copies), int(np.prod(half)), np.complex128)
+        self.bwd_out = _aligned_rows(int(copies), int(np.prod(shape)), np.float64)
+        made: list[int] = []
+        with _PLAN_LOCK:  # MEASURE overwrites the buffers: plan before any data goes in
+            try:
+                for i in range(int(copies)):
+                    made.append(_fftw.plan(self.bwd_in[i].reshape(half),
+                                           self.bwd_out[i].reshape(shape),
+                                           tuple(range(len(shape))), effort=planner_effort,
+                                           sign=_fftw.BACKWARD, destroy_input=True))
+            except RuntimeError:
+                for p in made:
+                    _fftw.destroy(p)
+                raise
+        self.plans = np.array(made, dtype=np.int64)
+        weakref.finalize(self, _destroy_plans, tuple(made))
+
+
+def _aligned_rows(rows: int, n: int, dtype: type) -> np.ndarray:
+    """``(rows, n)`` rows of ``dtype``, each starting on a 64-byte boundary (padded stride)."""
+    item = np.dtype(dtype).itemsize
+    stride = -(-n * item // 64) * 64 // item
+    return pyfftw.empty_aligned((rows, stride), dtype=dtype, n=64)[:, :n]
 
 
 class WindowRealFFT:

@@ -24,6 +24,7 @@ baseline :class:`NealMH`.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -34,6 +35,9 @@ import numpy as np
 from .._validation import positive_float, positive_int
 from ..errors import InvalidParameterError, SamplerError
 from ..models.latent import LatentGaussianModel
+from ..priors import _fftw
+from ..priors._fft import CompiledBackward
+from ..priors.circulant import CirculantPrior
 from ..priors.dense import DensePrior, _lower_matvecs
 from ..threads import chain_thread_init
 from . import _kernels
@@ -82,7 +86,7 @@ def _draw_aux(model: LatentGaussianModel, state: LatentState,
     wn = scratch.get("white", wshape, state.white.dtype)
     nu = scratch.get("nu", state.f.shape, np.float64)
 
-    parallel = n > 1 and wn[0].size >= 65536 and numba.get_num_threads() > 1
+    parallel = _parallel_draw(n, wn[0].size)
     fused = parallel and ops.thread_safe_colorize
 
     def draw(c: int) -> None:
@@ -112,6 +116,14 @@ def _draw_aux(model: LatentGaussianModel, state: LatentState,
         for c, r in enumerate(rngs):
             beta_nu[c] = model.beta_sd * r.standard_normal(model.n_beta)
     return wn, nu, beta_nu
+
+
+def _parallel_draw(n_chains: int, size: int) -> bool:
+    """Whether :func:`_draw_aux` draws the chains' white vectors (``size`` each) in threads.
+
+    Below 65536 numbers per chain a thread hand-over costs more than the draw.
+    """
+    return n_chains > 1 and size >= 65536 and numba.get_num_threads() > 1
 
 
 _POOLS: dict[int, ThreadPoolExecutor] = {}
@@ -167,81 +179,162 @@ def _cos_sin(t, ct, st):  # pragma: no cover - numba
 
 
 @numba.njit(nogil=True, cache=True)
+def _slice_update(kind, gens, it, f, nu, white, wn, loglik, sidx, base, y, aux, const,
+                  bracket, block, max_evals, trace, n_evals, last_t, err, fs, ints,
+                  uniforms):  # pragma: no cover - numba
+    """Steps 2–10 of one update of every chain and the rotation, after step 1 (``wn``, ``nu``).
+
+    Murray, Adams & MacKay (2010), Figure 2, drawing from each chain's own Generator exactly
+    what :meth:`EllipticalSlice.step` draws after the white noise, in the same order (per
+    chain the threshold's and the bracket's uniforms, then blocks of ``block`` shrink
+    uniforms for the chains still shrinking), through the same kernels.  ``fs`` (7, m) and
+    ``ints`` (2, m) are scratch.  Returns False at an error (``err``: kind 1 NaN, 2 shrink
+    cap; chain; update ``it``).
+    """
+    m = f.shape[0]
+    log_y, lo, hi, t, ct, st, out_ll = fs[0], fs[1], fs[2], fs[3], fs[4], fs[5], fs[6]
+    status, ne = ints[0], ints[1]
+    xa = np.zeros((m, 0))
+    for c in range(m):  # steps 2-3: threshold, initial bracket
+        log_y[c] = loglik[c] - const + math.log(gens[c].random())
+        if bracket >= TWO_PI:
+            tt = gens[c].random() * TWO_PI
+            lo[c] = tt - TWO_PI
+            hi[c] = tt
+            t[c] = tt
+        else:
+            a = -bracket * gens[c].random()
+            lo[c] = a
+            hi[c] = a + bracket
+            t[c] = a + gens[c].random() * (hi[c] - a)
+        status[c] = _kernels.ESS_EVALUATE
+        ne[c] = 0
+    while True:  # steps 4-10
+        for c in range(m):
+            if status[c] != _kernels.ESS_DONE:
+                u = gens[c].random(block)
+                for j in range(block):
+                    uniforms[c, j] = u[j]
+            else:
+                for j in range(block):
+                    uniforms[c, j] = 0.0
+        _kernels._ess(kind, f, nu, sidx, xa, xa, base, y, aux, log_y, lo, hi, t, uniforms,
+                      ne, out_ll, status, max_evals)
+        done = True
+        for c in range(m):
+            if status[c] == _kernels.ESS_NAN:
+                err[0], err[1], err[2] = 1, c, it
+                last_t[c] = t[c]
+                return False
+            if status[c] == _kernels.ESS_NEED_UNIFORMS and ne[c] >= max_evals:
+                err[0], err[1], err[2] = 2, c, it
+                return False
+            if status[c] != _kernels.ESS_DONE:
+                done = False
+        if done:
+            break
+    _cos_sin(t, ct, st)
+    _kernels._rotate(f, nu, ct, st, f)
+    _kernels._rotate(white, wn, ct, st, white)
+    for c in range(m):
+        loglik[c] = out_ll[c] + const
+        trace[it, c] = loglik[c]
+        n_evals[c] += ne[c]
+        last_t[c] = t[c]
+    return True
+
+
+@numba.njit(nogil=True, cache=True)
 def _dense_steps(kind, gens, n_steps, low, f, white, loglik, sidx, base, y, aux, const,
                  bracket, block, max_evals, trace, n_evals, last_t, err):  # pragma: no cover
     """``n_steps`` elliptical slice updates of chains sharing one dense factor, in place.
 
-    Murray, Adams & MacKay (2010), Figure 2, steps 1–10 per update, for every chain, drawing
-    from each chain's own Generator exactly what :meth:`EllipticalSlice.step` draws and in
-    the same order (white noise of every chain, then per chain the threshold's and the
-    bracket's uniforms, then blocks of ``block`` shrink uniforms for the chains still
-    shrinking), with the same kernels: the same numbers as ``n_steps`` calls of ``step``.
-    Stops at the first error (``err``: kind 1 NaN, 2 shrink cap; chain; update).
+    Step 1 per update: every chain's white noise from its own Generator (as
+    ``WhiteOps.draw``), coloured by the factor in one pass (``priors.dense._lower_matvecs``,
+    as ``DensePrior.colorize``); then :func:`_slice_update`.  Returns the updates done.
     """
     m, n = white.shape
     wn = np.empty((m, n))
     nu = np.empty((m, n))
-    xa = np.zeros((m, 0))
-    log_y = np.empty(m)
-    lo = np.empty(m)
-    hi = np.empty(m)
-    t = np.empty(m)
-    ct = np.empty(m)
-    st = np.empty(m)
+    fs = np.empty((7, m))
+    ints = np.empty((2, m), dtype=np.int64)
     uniforms = np.zeros((m, block))
-    status = np.empty(m, dtype=np.int64)
-    ne = np.zeros(m, dtype=np.int64)
-    out_ll = np.empty(m)
     for it in range(n_steps):
         for c in range(m):  # step 1: ν ~ N(0, K) through the factor
             wn[c, :] = gens[c].standard_normal(n)
         _lower_matvecs(low, wn, nu)
-        for c in range(m):  # steps 2-3: threshold, initial bracket
-            log_y[c] = loglik[c] - const + math.log(gens[c].random())
-            if bracket >= TWO_PI:
-                tt = gens[c].random() * TWO_PI
-                lo[c] = tt - TWO_PI
-                hi[c] = tt
-                t[c] = tt
-            else:
-                a = -bracket * gens[c].random()
-                lo[c] = a
-                hi[c] = a + bracket
-                t[c] = a + gens[c].random() * (hi[c] - a)
-            status[c] = _kernels.ESS_EVALUATE
-            ne[c] = 0
-        while True:  # steps 4-10
-            for c in range(m):
-                if status[c] != _kernels.ESS_DONE:
-                    u = gens[c].random(block)
-                    for j in range(block):
-                        uniforms[c, j] = u[j]
-                else:
-                    for j in range(block):
-                        uniforms[c, j] = 0.0
-            _kernels._ess(kind, f, nu, sidx, xa, xa, base, y, aux, log_y, lo, hi, t, uniforms,
-                          ne, out_ll, status, max_evals)
-            done = True
-            for c in range(m):
-                if status[c] == _kernels.ESS_NAN:
-                    err[0], err[1], err[2] = 1, c, it
-                    last_t[c] = t[c]
-                    return it
-                if status[c] == _kernels.ESS_NEED_UNIFORMS and ne[c] >= max_evals:
-                    err[0], err[1], err[2] = 2, c, it
-                    return it
-                if status[c] != _kernels.ESS_DONE:
-                    done = False
-            if done:
-                break
-        _cos_sin(t, ct, st)
-        _kernels._rotate(f, nu, ct, st, f)
-        _kernels._rotate(white, wn, ct, st, white)
+        if not _slice_update(kind, gens, it, f, nu, white, wn, loglik, sidx, base, y, aux,
+                             const, bracket, block, max_evals, trace, n_evals, last_t, err,
+                             fs, ints, uniforms):
+            return it
+    return n_steps
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _spectral_colour(mults, rev, planes, n_last, c2r_in, c2r_out, plans, execute, wn,
+                     nu):  # pragma: no cover - numba
+    """Step 1 after the normals, for every chain of :func:`_spectral_steps`, in parallel.
+
+    Per chain, as ``CirculantPrior.draw_spectrum`` then ``colorize_spectrum`` compute it,
+    operation for operation: the bins of the self-paired last-axis ``planes`` of the white
+    half-spectrum ``wn[c]`` paired with their reflections (``rev``: a plane's flat
+    reversal; DESIGN §4, the Hermitian fix), ``(u_k + conj u_{−k})/√2``; the whole spectrum
+    times ``1/√2``; times the chain's colour multiplier (``mults[c]``, ``√λ·√M/M`` of its
+    θ) into its own c2r input; the chain's own compiled plan (executed at ``execute``) into
+    ``nu[c]``.  A chain touches only its own buffers and plan: the numbers do not depend on
+    the thread count.  (The Generators stay outside: Numba unpacks a tuple passed into a
+    parallel region, one compilation per chain count and none above 100 chains.)
+    """
+    h = wn.shape[1]
+    n = nu.shape[1]
+    s = 1.0 / math.sqrt(2.0)
+    for c in numba.prange(wn.shape[0]):
+        w = wn[c]
+        for j in planes:
+            for p in range(rev.shape[0]):
+                r = rev[p]
+                if r < p:
+                    continue
+                a = w[p * n_last + j]
+                b = w[r * n_last + j]
+                w[p * n_last + j] = (a + b.conjugate()) * s
+                if r != p:
+                    w[r * n_last + j] = (b + a.conjugate()) * s
+        mc = mults[c]
+        buf = c2r_in[c]
+        for k in range(h):
+            w[k] = w[k] * s
+            buf[k] = w[k] * mc[k]
+        _fftw.execute_at(execute, plans[c])
+        out = c2r_out[c]
+        for k in range(n):
+            nu[c, k] = out[k]
+
+
+@numba.njit(nogil=True, cache=True)
+def _spectral_steps(kind, gens, n_steps, mults, rev, planes, n_last, c2r_in, c2r_out, plans,
+                    execute, wn, wn_re, f, white, loglik, sidx, base, y, aux, const, bracket,
+                    block, max_evals, trace, n_evals, last_t, err):  # pragma: no cover - numba
+    """``n_steps`` elliptical slice updates of chains with circulant priors on one torus.
+
+    Step 1 per update: each chain's complex normals from its Generator into its white
+    half-spectrum (``wn`` (m, H) complex, written through its float view ``wn_re``, as
+    ``draw_spectrum`` draws them), then :func:`_spectral_colour`; then
+    :func:`_slice_update`.  Returns the updates done.
+    """
+    m = white.shape[0]
+    nu = np.empty((m, f.shape[1]))
+    fs = np.empty((7, m))
+    ints = np.empty((2, m), dtype=np.int64)
+    uniforms = np.zeros((m, block))
+    for it in range(n_steps):
         for c in range(m):
-            loglik[c] = out_ll[c] + const
-            trace[it, c] = loglik[c]
-            n_evals[c] += ne[c]
-            last_t[c] = t[c]
+            wn_re[c, :] = gens[c].standard_normal(wn_re.shape[1])
+        _spectral_colour(mults, rev, planes, n_last, c2r_in, c2r_out, plans, execute, wn, nu)
+        if not _slice_update(kind, gens, it, f, nu, white, wn, loglik, sidx, base, y, aux,
+                             const, bracket, block, max_evals, trace, n_evals, last_t, err,
+                             fs, ints, uniforms):
+            return it
     return n_steps
 
 
@@ -282,6 +375,7 @@ class EllipticalSlice:
         self.block = block
         self._kern = _kernels.site_kernels(model.likelihood)
         self._scratch = _Aux()
+        self._c2r_plans: dict[tuple, CompiledBackward] = {}
 
     def settings(self) -> dict[str, Any]:
         """Every setting that changes this update's draws, JSON-ready.
@@ -353,10 +447,11 @@ class EllipticalSlice:
               ) -> tuple[LatentState, dict[str, Any]]:
         """``n_steps`` updates of every chain: the same draws as ``n_steps`` calls of :meth:`step`.
 
-        Chains that share one dense prior (one θ) and have no in-block coefficients run all
-        the updates in one compiled call, Python touched once per block (issue 26: the
-        Python between compiled calls was most of a step on small problems); anything else
-        calls :meth:`step` in turn.
+        Chains without in-block coefficients that share one dense prior (one θ), or whose
+        circulant priors share one small torus (any θ), run all the updates in one compiled
+        call, Python touched once per block (issue 26: the Python between compiled calls
+        was most of a step on small problems; see :meth:`_fused`); anything else calls
+        :meth:`step` in turn.
 
         Parameters
         ----------
@@ -381,7 +476,8 @@ class EllipticalSlice:
             raise InvalidParameterError(
                 f"trace has shape {trace.shape}; give (n_steps, n_chains) = "
                 f"{(n_steps, state.n_chains)}.")
-        if not self._fusable(state):
+        fused = self._fused(state)
+        if fused is None:
             total = np.zeros(state.n_chains, dtype=np.int64)
             info: dict[str, Any] = {}
             for k in range(n_steps):
@@ -402,10 +498,22 @@ class EllipticalSlice:
         last_t = np.zeros(n)
         err = np.zeros(3, dtype=np.int64)
         out = trace if trace is not None else np.empty((n_steps, n))
-        _dense_steps(self._kern.kind, tuple(rngs), n_steps, state.priors[0]._chol_c, flat(f),
-                     flat(white), loglik, model.state_index, bs, lik.y_obs, lik.aux_obs,
-                     lik.constant, self.bracket, self.block, self.max_shrink, out, n_evals,
-                     last_t, err)
+        common = (loglik, model.state_index, bs, lik.y_obs, lik.aux_obs, lik.constant,
+                  self.bracket, self.block, self.max_shrink, out, n_evals, last_t, err)
+        if fused == "dense":
+            _dense_steps(self._kern.kind, tuple(rngs), n_steps, state.priors[0]._chol_c,
+                         flat(f), flat(white), *common)
+        else:
+            p0 = state.priors[0]
+            c2r = self._c2r(p0, n)
+            wn = self._scratch.get("white-block", (n, state.white[0].size), np.complex128)
+            mults = np.stack([p._get("color_mult").reshape(-1) for p in state.priors])
+            _spectral_steps(self._kern.kind, tuple(rngs), n_steps, mults,
+                            p0._plans.plane_reversal(),
+                            np.array(p0._plans.hermitian_planes(), dtype=np.int64),
+                            p0.half_shape[-1], c2r.bwd_in, c2r.bwd_out, c2r.plans,
+                            _fftw.EXECUTE_ADDRESS, wn, wn.view(np.float64), flat(f),
+                            flat(white), *common)
         if err[0]:
             c = int(err[1])
             what = ("the log-likelihood is NaN" if err[0] == 1 else
@@ -419,13 +527,52 @@ class EllipticalSlice:
         return new, {"angle": last_t, "n_loglik": n_evals,
                      "n_cov": np.zeros(n, dtype=np.int64)}
 
-    def _fusable(self, state: LatentState) -> bool:
-        """Whether :meth:`steps` can run in one compiled call (see there)."""
+    def _fused(self, state: LatentState) -> str | None:
+        """Which compiled block :meth:`steps` can run: ``"dense"``, ``"spectral"`` or None.
+
+        ``"dense"``: every chain holds the same dense prior object (one θ).  ``"spectral"``:
+        circulant priors on one torus (any θ per chain: the colour multipliers are per
+        chain, the transform is shared), planned with FFTW_ESTIMATE (the plan the compiled
+        block makes is then pyfftw's, bit for bit), with FFTW's library loadable for
+        compiled plans, and a torus small enough that :func:`_draw_aux` would draw the
+        chains' normals in one thread anyway (the block draws them in one thread, then
+        colours the chains in parallel threads, one single-threaded transform each; on
+        larger tori the per-step path draws in parallel too, and the transforms dominate
+        the Python between them).  Both need float64 fields and no in-block coefficients.
+        """
         p0 = state.priors[0]
-        return (isinstance(p0, DensePrior) and self.model.n_beta == 0
-                and all(p is p0 for p in state.priors)
-                and state.f.dtype == np.float64 and state.white.dtype == np.float64
-                and state.f[0].size == state.white[0].size == p0.chol.shape[0])
+        if (self.model.n_beta != 0 or state.f.dtype != np.float64
+                or not state.f[0].flags.c_contiguous):
+            return None
+        if isinstance(p0, DensePrior):
+            ok = (all(p is p0 for p in state.priors) and state.white.dtype == np.float64
+                  and state.f[0].size == state.white[0].size == p0.chol.shape[0])
+            return "dense" if ok else None
+        if isinstance(p0, CirculantPrior):
+            ok = (_fftw.LIB is not None and state.white.dtype == np.complex128
+                  and p0._plans.planner_effort == "FFTW_ESTIMATE"
+                  and not _parallel_draw(state.n_chains, int(np.prod(p0.half_shape)))
+                  and all(isinstance(p, CirculantPrior)
+                          and p.embedding_shape == p0.embedding_shape
+                          and p._plans.planner_effort == "FFTW_ESTIMATE"
+                          for p in state.priors)
+                  and tuple(state.f.shape[1:]) == tuple(p0.embedding_shape)
+                  and tuple(state.white.shape[1:]) == tuple(p0.half_shape))
+            return "spectral" if ok else None
+        return None
+
+    def _c2r(self, prior: CirculantPrior, n_chains: int) -> CompiledBackward:
+        """The calling thread's compiled c2r transforms of ``prior``'s torus, one per chain.
+
+        Made once per thread and chain count (a sampler may be stepped from several threads,
+        each with its own chains).
+        """
+        key = (threading.get_ident(), tuple(prior.embedding_shape), n_chains)
+        c2r = self._c2r_plans.get(key)
+        if c2r is None:  # setdefault is atomic: one per thread even under a race
+            c2r = self._c2r_plans.setdefault(key, CompiledBackward(
+                prior.embedding_shape, planner_effort="FFTW_ESTIMATE", copies=n_chains))
+        return c2r
 
     def _initial_bracket(self, r: np.random.Generator) -> tuple[float, float, float]:
         """Step 3: the initial angle and bracket.

@@ -1,4 +1,4 @@
-"""EllipticalSlice.steps: a block of updates, compiled for chains sharing a dense factor.
+"""EllipticalSlice.steps: a block of updates, compiled for dense and small circulant priors.
 
 Its promise is the same numbers as the same number of ``step`` calls (issue 26: Python once
 per block, the draws unchanged), on the compiled path and the fallback alike.
@@ -14,28 +14,51 @@ from lattice_lgm.covariance import Matern
 from lattice_lgm.errors import SamplerError
 from lattice_lgm.likelihoods import Poisson
 from lattice_lgm.models import LatentGaussianModel
-from lattice_lgm.priors import CirculantPrior, DensePrior
+from lattice_lgm.priors import CirculantPrior, DensePrior, GMRFPrior
 from lattice_lgm.samplers import EllipticalSlice, chain_rngs, init_state
+
+
+#: the compiled block each backend runs (GMRF: none, step by step)
+FUSED = {"dense": "dense", "circulant": "spectral", "circulant-2d": "spectral", "gmrf": None}
 
 
 def _model(backend: str, n: int = 37) -> LatentGaussianModel:
     rng = np.random.default_rng(4)
-    lat = Lattice((n,), spacing=1.0)
     kern = Matern(1.5, sd=1.1, range=6.0)
-    prior = (DensePrior.from_lattice(lat, kern) if backend == "dense"
-             else CirculantPrior(lat, kern, max_range=6.0))
+    if backend == "circulant-2d":  # even torus sides: two self-paired planes (0 and M/2)
+        lat = Lattice((9, 7), spacing=1.0)
+        prior = CirculantPrior(lat, kern, max_range=6.0)
+        counts = rng.poisson(np.exp(0.5 + np.sin(np.arange(63) / 5.0))).astype(float)
+        return LatentGaussianModel(prior, Poisson(counts.reshape(9, 7)), mean=0.4)
+    lat = Lattice((n,), spacing=1.0)
+    if backend == "dense":
+        prior = DensePrior.from_lattice(lat, kern)
+    elif backend == "gmrf":
+        prior = GMRFPrior.matern(lat, sd=1.1, range=6.0, alpha=2, pad=4)
+    else:
+        prior = CirculantPrior(lat, kern, max_range=6.0)
     counts = rng.poisson(np.exp(0.5 + np.sin(np.arange(n) / 5.0))).astype(float)
     return LatentGaussianModel(prior, Poisson(counts), mean=0.4)
 
 
-@pytest.mark.parametrize("backend, bracket", [("dense", 2 * np.pi), ("dense", 1.3),
-                                              ("circulant", 2 * np.pi)])
-def test_a_block_of_updates_equals_as_many_steps(backend, bracket):
+def _with_own_theta(state, model):
+    """Each chain its own prior (θ): the spectral block colours chain by chain."""
+    priors = [model.prior._with_params(sd=1.1 + 0.1 * c) for c in range(state.n_chains)]
+    return state._replace(priors=tuple(priors))
+
+
+@pytest.mark.parametrize("backend, bracket, own_theta", [
+    ("dense", 2 * np.pi, False), ("dense", 1.3, False), ("circulant", 2 * np.pi, False),
+    ("circulant", 1.3, False), ("circulant-2d", 2 * np.pi, False),
+    ("circulant-2d", 2 * np.pi, True), ("gmrf", 2 * np.pi, False)])
+def test_a_block_of_updates_equals_as_many_steps(backend, bracket, own_theta):
     model = _model(backend)
     ess = EllipticalSlice(model, bracket=bracket, block=3)
-    assert ess._fusable(init_state(model, chain_rngs(1, 3))) == (backend == "dense")
     ra, rb = chain_rngs(9, 3), chain_rngs(9, 3)
     a, b = init_state(model, ra), init_state(model, rb)
+    if own_theta:
+        a, b = _with_own_theta(a, model), _with_own_theta(b, model)
+    assert ess._fused(b) == FUSED[backend]
     trace = np.empty((25, 3))
     evals = np.zeros(3, dtype=np.int64)
     for k in range(25):
