@@ -15,13 +15,14 @@ import os
 # it must be set before pyfftw and numba are imported; a user's own setting wins.
 os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
-from . import _numba_cache  # noqa: E402  (before any kernel is loaded from the cache)
-
-_numba_cache.refresh()
-
 from importlib.metadata import PackageNotFoundError, version
 
-from . import covariance, errors, priors
+from . import (
+    _numba_cache,  # noqa: F401  (first: drops stale Numba cache files before any kernel loads)
+    covariance,
+    errors,
+    priors,
+)
 from .errors import LatticeLGMError
 from .lattice import Lattice
 from .models import LGCP

@@ -56,3 +56,6 @@ def refresh(root: Path = ROOT) -> bool:
     except OSError:  # a read-only tree: nothing can be stale there that was not shipped so
         return False
     return True
+
+
+refresh()  # at the package's import (lattice_lgm/__init__.py), before any kernel is loaded

@@ -17,7 +17,6 @@ from lattice_lgm.models import LatentGaussianModel
 from lattice_lgm.priors import CirculantPrior, DensePrior, GMRFPrior
 from lattice_lgm.samplers import EllipticalSlice, chain_rngs, init_state
 
-
 #: the compiled block each backend runs (GMRF: none, step by step)
 FUSED = {"dense": "dense", "circulant": "spectral", "circulant-2d": "spectral", "gmrf": None}
 
