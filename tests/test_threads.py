@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import numba
 import numpy as np
 import pytest
@@ -50,14 +52,58 @@ def test_where_threads_come_from(clean_env):
     assert T.thread_budget(8).threads == 3 and T.thread_budget(8).source == T.THREADS_ENV
     assert T.thread_budget(8, threads=1).threads == 1  # the argument wins over the variable
     clean_env.delenv(T.THREADS_ENV)
+    clean_env.setattr(T, "busy_cores", lambda: 0.0)  # a quiet machine
     b = T.thread_budget(8)
     assert b.source == "numba" and b.threads == min(numba.get_num_threads(), CORES)
+    assert b.busy == 0.0
     before = numba.get_num_threads()
     try:
         numba.set_num_threads(1)  # the user's own Numba setting is a choice too
         assert T.thread_budget(8).threads == 1
     finally:
         numba.set_num_threads(before)
+
+
+@pytest.mark.parametrize("busy, cores, numba_threads, expect", [
+    (0.0, 2, 2, 2), (1.0, 2, 2, 1), (2.0, 2, 2, 1), (0.4, 2, 2, 2), (0.6, 2, 2, 1),
+    (3.0, 16, 16, 13), (20.0, 16, 16, 1), (1.0, 16, 4, 4)])
+def test_the_default_leaves_the_cores_other_processes_keep_busy(clean_env, busy, cores,
+                                                                 numba_threads, expect):
+    clean_env.setattr(T, "busy_cores", lambda: busy)
+    clean_env.setattr(T, "available_cores", lambda: cores)
+    clean_env.setattr(numba, "get_num_threads", lambda: numba_threads)
+    b = T.thread_budget(64)
+    assert b.threads == expect and b.busy == busy and b.source == "numba"
+    assert (f"{busy:.0f} core(s) busy" in b.describe()) == (busy >= 0.5)
+    assert T.thread_budget(64, threads=cores).threads == cores  # a choice is never reduced
+    assert T.thread_budget(64, threads=cores).busy is None
+
+
+@pytest.mark.parametrize("readings, cpus, cores, expect", [
+    (["1/300", "1/300"], 2, 2, 0.0),           # only the reading thread runs
+    (["3/300", "3/300", "2/301"], 2, 2, 1.0),  # the minimum: one neighbour
+    (["5/300", "9/300"], 2, 2, 4.0),
+    (["33/900"], 64, 2, 1.0),                  # 32 busy on 64 CPUs: 1 on our 2 cores
+])
+def test_busy_cores_reads_the_runnable_tasks(clean_env, readings, cpus, cores, expect):
+    lines = iter(readings)
+
+    def fake_open(path, *a, **k):
+        assert path == "/proc/loadavg"
+        return io.StringIO(f"0.50 0.40 0.30 {next(lines)} 12345\n")
+
+    clean_env.setattr(T, "open", fake_open, raising=False)
+    clean_env.setattr(T.os, "cpu_count", lambda: cpus)
+    clean_env.setattr(T, "available_cores", lambda: cores)
+    assert T.busy_cores(samples=len(readings), interval=0.0) == pytest.approx(expect)
+
+
+def test_busy_cores_is_zero_where_the_count_cannot_be_read(clean_env):
+    def refuse(path, *a, **k):
+        raise FileNotFoundError(path)
+
+    clean_env.setattr(T, "open", refuse, raising=False)
+    assert T.busy_cores() == 0.0
 
 
 def test_a_users_blas_setting_is_left_alone(clean_env):
@@ -155,7 +201,7 @@ def test_sample_records_the_budget_and_draws_do_not_depend_on_it(clean_env, mode
     one = sample(model, threads=1, **HMC)
     two = sample(model, threads=2, **HMC)
     assert one.attrs["thread_budget"] == {"threads": 1, "chains": 1, "inner": 1,
-                                          "source": "argument", "blas": 1}
+                                          "source": "argument", "blas": 1, "busy": None}
     assert two.attrs["thread_budget"]["threads"] == 2
     assert two.attrs["thread_budget"]["chains"] == min(2, NUMBA_MAX)
     for v in ("sd", "range", "beta", "f"):
