@@ -63,10 +63,12 @@ def available_cores() -> int:
 def busy_cores(samples: int = 5, interval: float = 0.002) -> float:
     """Cores of this process's affinity that other processes keep busy now (0 if unknown).
 
-    Linux's count of runnable tasks (``/proc/loadavg``, the fourth field), its minimum over
+    Linux's count of runnable tasks (``/proc/loadavg``, the fourth field) less this
+    process's own runnable threads (``/proc/self/task``: the reading thread, and e.g.
+    OpenBLAS's workers, which yield in a loop for a while after each call), its minimum over
     ``samples`` readings ``interval`` seconds apart (a task that runs for a moment is not a
-    busy neighbour), less the reading thread itself, scaled by the share of the machine's
-    CPUs this process may use (a container pinned to 2 of 64 cores sees the host's count).
+    busy neighbour), scaled by the share of the machine's CPUs this process may use (a
+    container pinned to 2 of 64 cores sees the host's count).
 
     Returns
     -------
@@ -78,11 +80,23 @@ def busy_cores(samples: int = 5, interval: float = 0.002) -> float:
             if i:
                 time.sleep(interval)
             with open("/proc/loadavg") as fh:
-                counts.append(int(fh.read().split()[3].split("/")[0]))
+                running = int(fh.read().split()[3].split("/")[0])
+            counts.append(running - _own_runnable_threads())
     except (OSError, ValueError, IndexError):  # not Linux, or an unexpected format
         return 0.0
-    others = max(0, min(counts) - 1)
+    others = max(0, min(counts))
     return others * available_cores() / max(available_cores(), os.cpu_count() or 1)
+
+
+def _own_runnable_threads() -> int:
+    """Threads of this process in state R (running or runnable), at least 1 (the caller)."""
+    n = 0
+    for task in os.scandir("/proc/self/task"):
+        with contextlib.suppress(OSError, IndexError):  # a thread may end meanwhile
+            with open(f"{task.path}/stat") as fh:
+                # the state follows the command name in parentheses, which may hold spaces
+                n += fh.read().rsplit(")", 1)[1].split()[0] == "R"
+    return max(1, n)
 
 
 @dataclass(frozen=True)

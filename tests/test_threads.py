@@ -93,9 +93,24 @@ def test_busy_cores_reads_the_runnable_tasks(clean_env, readings, cpus, cores, e
         return io.StringIO(f"0.50 0.40 0.30 {next(lines)} 12345\n")
 
     clean_env.setattr(T, "open", fake_open, raising=False)
+    clean_env.setattr(T, "_own_runnable_threads", lambda: 1)  # the reading thread
     clean_env.setattr(T.os, "cpu_count", lambda: cpus)
     clean_env.setattr(T, "available_cores", lambda: cores)
     assert T.busy_cores(samples=len(readings), interval=0.0) == pytest.approx(expect)
+
+
+def test_this_processs_own_runnable_threads_are_not_neighbours(clean_env):
+    # OpenBLAS's workers yield in a loop after a call: runnable, but ours
+    clean_env.setattr(T, "_own_runnable_threads", lambda: 3)
+    clean_env.setattr(T, "open", lambda path, *a, **k: io.StringIO("1 1 1 3/200 7\n"),
+                      raising=False)
+    assert T.busy_cores(samples=2, interval=0.0) == 0.0
+
+
+def test_the_own_thread_count_reads_this_process():
+    import threading
+    n = T._own_runnable_threads()
+    assert 1 <= n <= threading.active_count() + 64  # Numba's and BLAS's workers are threads too
 
 
 def test_busy_cores_is_zero_where_the_count_cannot_be_read(clean_env):
