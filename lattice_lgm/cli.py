@@ -7,6 +7,7 @@
     lattice-lgm run run.toml --chains 4-7     # chains 4..7 only (e.g. on a second machine)
     lattice-lgm resume run.zarr               # continue an interrupted run
     lattice-lgm summary run.zarr              # posterior table, R-hat, ESS, cross-check
+    lattice-lgm verify run.zarr               # every committed chunk against its digest
     lattice-lgm plot run.zarr --out maps/     # intensity and exceedance maps (PNG)
 
 The configuration schema is :mod:`lattice_lgm.config` (``lattice-lgm run --help`` lists every
@@ -375,8 +376,28 @@ def _cmd_resume(args: argparse.Namespace) -> int:
     return 0
 
 
+def _intact(store: Any, path: str) -> None:
+    """Refuse to summarise or map a store whose committed chunks are missing (NaN draws)."""
+    report = store.verify_store(path, digests=False)
+    if not report.ok:
+        raise store.StoreIntegrityError(
+            f"{path} is damaged, so its posterior would be wrong: "
+            + report.describe(limit=5).replace("\n", ";")
+            + f". Run `lattice-lgm verify {path}` for the full list.")
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    store = _module("store", "the run store")
+    report = store.verify_store(args.store, digests=not args.quick)
+    print(f"{args.store}: " + report.describe(limit=args.limit))
+    if report.ok:
+        print("intact" + (" (presence only)" if args.quick else ""))
+    return 0 if report.ok else 1
+
+
 def _cmd_summary(args: argparse.Namespace) -> int:
     _, model, store = _from_store(args.store)
+    _intact(store, args.store)
     tree = store.open_store(args.store)
     print_summary(model, _posterior(tree, args.store), loglik=_loglik(tree))
     return 0
@@ -384,6 +405,7 @@ def _cmd_summary(args: argparse.Namespace) -> int:
 
 def _cmd_plot(args: argparse.Namespace) -> int:
     cfg, model, store = _from_store(args.store)
+    _intact(store, args.store)
     tree = store.open_store(args.store)
     write_maps(model, _posterior(tree, args.store),
                args.out if args.out is not None else cfg.maps_dir, cfg.thresholds,
@@ -481,6 +503,19 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EXAMPLES)
     summ.add_argument("store", metavar="STORE", help="the run's zarr store")
     summ.set_defaults(func=_cmd_summary)
+
+    ver = sub.add_parser(
+        "verify", formatter_class=raw, help="check a run's committed chunks against digests",
+        description=_para("Check every committed chunk file of STORE against the digest "
+                          "recorded when it was committed, and list what is missing or "
+                          "corrupt. Exit status 0 when intact, 1 when damaged."),
+        epilog=_EXAMPLES)
+    ver.add_argument("store", metavar="STORE", help="the run's zarr store")
+    ver.add_argument("--quick", action="store_true",
+                     help="check that the files exist, without reading them")
+    ver.add_argument("--limit", type=int, default=20, metavar="N",
+                     help="files listed per kind of damage (default 20)")
+    ver.set_defaults(func=_cmd_verify)
 
     plot = sub.add_parser(
         "plot", formatter_class=raw, help="write the maps of a run as PNG",

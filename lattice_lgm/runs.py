@@ -784,6 +784,7 @@ def _sample_in_process(plan: _Plan, budget: ThreadBudget, *, store, resume, chai
     if resume:
         st = RunStore(path)
         check_compatible(st.attrs, attrs)
+        _require_intact(path, plan.chain_ids)  # before anything is written
         st.remove_orphans(plan.chain_ids, plan.tag)  # what a killed writer left half-written
         runner_sink = _StoreSink(st)
         runner = _Runner(plan, runner_sink, probe_rngs, step=step, progressbar=progressbar,
@@ -920,6 +921,27 @@ def _create_only(model: Any, path: Path, kwargs: dict, blocks: list[list[int]]) 
     attrs["thread_budget"] = (thread_budget(len(blocks[0]), t).to_attrs() if t is not None
                               else "each Dask worker's default")
     RunStore.create(path, specs, coords, attrs)
+
+
+def _require_intact(path: str | os.PathLike, chains: Sequence[int]) -> None:
+    """Refuse to continue ``chains`` of a store whose committed chunk files are damaged.
+
+    Raises
+    ------
+    StoreIntegrityError
+        Naming the missing and corrupt files.  Lost draws cannot be rebuilt from the
+        checkpoints (they hold the newest state only).
+    """
+    from .store import StoreIntegrityError, verify_store
+
+    report = verify_store(path, chains=chains)
+    if not report.ok:
+        raise StoreIntegrityError(
+            f"cannot resume {str(path)!r}: committed draws are damaged; "
+            + report.describe(limit=5).replace("\n", ";")
+            + ". The checkpoints hold the newest state only, so these draws cannot be "
+            "rebuilt in place: run again into a new store (the same seed and settings give "
+            "the same draws), or restore the store from a copy.")
 
 
 def resume(store: str | os.PathLike, model: Any = None, *, step: Any = None,

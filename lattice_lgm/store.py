@@ -16,6 +16,7 @@ Layout (DESIGN §6).  One group per ArviZ group, each array with ``dimension_nam
       constant_data/             exposure, inside, offset, covariate columns
       warmup_posterior/, warmup_sample_stats/   when tuned draws are kept
       .commits/chain-<i>.json    draws committed per phase, one file per chain
+      .commits/chunks-<i>.json   a digest of every chunk file of chain i at its last commit
       .checkpoint/               ckpt-<generation>.npz (newest two kept), written atomically
 
 Arrays are pre-allocated for the whole run and filled with NaN (integers with -1); chunks are
@@ -27,6 +28,15 @@ blocks into one store never race on it.  *Commit* is the chain's marker file
 :func:`open_store` shows committed draws only, so a reader never sees a half-written block.
 Nothing wall-clock is stored in the zarr hierarchy, so a run resumed after a crash produces
 the same bytes as an uninterrupted one.
+
+Integrity (issue 27): zarr's zstd chunks carry no checksum, and a deleted chunk reads back as
+its fill value (NaN), so a damaged store would look like a run with missing draws.  Before each
+commit marker, the chain's *manifest* ``.commits/chunks-<i>.json`` records a BLAKE2b digest of
+every chunk file of that chain (files changed since the last commit are hashed again; a file
+the manifest holds that has disappeared stops the run with :class:`StoreIntegrityError`).
+:func:`verify_store` checks every digest (``lattice-lgm verify``); :func:`open_store` checks
+that every recorded file exists and warns (:class:`StoreIntegrityWarning`) otherwise; resuming
+verifies the chains it continues and refuses a damaged store, naming the files.
 
 Checkpoints hold everything needed to continue exactly (DESIGN §5–6): every chain's bit
 generator state, the sampler state (hyperparameters, field, white vector, coefficients, cached
@@ -59,13 +69,19 @@ __all__ = [
     "ResumeMismatchError",
     "RunStore",
     "StoreExistsError",
+    "StoreIntegrityError",
+    "StoreIntegrityWarning",
     "VarSpec",
+    "VerifyReport",
     "library_versions",
     "open_store",
     "read_config",
+    "verify_store",
 ]
 
 COMMIT_DIR = ".commits"
+#: digests of the chunks written once at creation (data, coordinates), in COMMIT_DIR
+DATA_MANIFEST = "chunks-data.json"
 CHECKPOINT_DIR = ".checkpoint"
 #: checkpoint generations kept on disk (the newest and its predecessor)
 KEEP_GENERATIONS = 2
@@ -80,6 +96,14 @@ class StoreExistsError(LatticeLGMError, FileExistsError):
 
 class ResumeMismatchError(LatticeLGMError, ValueError):
     """A resume with different data, configuration or library versions."""
+
+
+class StoreIntegrityError(LatticeLGMError, RuntimeError):
+    """A store's committed chunk files are missing or do not match their recorded digests."""
+
+
+class StoreIntegrityWarning(UserWarning):
+    """A store opened for reading lacks committed chunk files (its draws read as NaN there)."""
 
 
 class CheckpointError(LatticeLGMError, RuntimeError):
@@ -203,6 +227,8 @@ class RunStore:
                 "written. Delete the directory and start the run again.")
         with _quiet():
             self.root = zarr.open_group(str(self.path), mode="r+")
+        #: per chain: chunk key -> (inode, size, mtime_ns, digest) as last hashed here
+        self._hashed: dict[int, dict[str, tuple[int, int, int, str]]] = {}
 
     # -- creation -------------------------------------------------------------------------------
     @classmethod
@@ -257,7 +283,11 @@ class RunStore:
                                                 "lattice_lgm_format": FORMAT_VERSION})))
             zarr.consolidate_metadata(str(p))
         (p / CHECKPOINT_DIR).mkdir(exist_ok=True)
-        (p / COMMIT_DIR).mkdir(exist_ok=True)
+        (p / COMMIT_DIR).mkdir()
+        # the data and coordinates, written once: their digests, before the store counts as
+        # created (RunStore refuses a store without .commits/, and verify checks these too)
+        _atomic_json(p / COMMIT_DIR / DATA_MANIFEST,
+                     {k: _digest(f) for k, f in sorted(_data_chunk_files(p).items())})
         return cls(p)
 
     # -- writing --------------------------------------------------------------------------------
@@ -270,11 +300,44 @@ class RunStore:
         """Record that draws ``[0, n)`` of ``phase`` are on disk for each chain.
 
         One marker file per chain, replaced atomically after the data are written: the commit
-        point readers rely on.
+        point readers rely on.  Before it, the chain's manifest (digests of its chunk files)
+        is brought up to date.
+
+        Raises
+        ------
+        StoreIntegrityError
+            A chunk file the manifest records has disappeared since (nothing is committed).
         """
         for c, n in n_draws.items():
+            self._update_manifest(int(c))
             _atomic_json(self.path / COMMIT_DIR / f"chain-{int(c)}.json",
                          {**_read_commits(self.path).get(int(c), {}), phase: int(n)})
+
+    def _update_manifest(self, chain: int) -> None:
+        """Digest every chunk file of ``chain`` changed since it was last hashed here."""
+        old = _read_manifest(self.path, chain)
+        files = _chain_chunk_files(self.path, chain)
+        gone = sorted(set(old) - set(files))
+        if gone:
+            raise StoreIntegrityError(
+                f"store={str(self.path)!r}: {len(gone)} committed chunk file(s) of chain "
+                f"{chain} disappeared while the run was writing it ({', '.join(gone[:5])}"
+                f"{', …' if len(gone) > 5 else ''}); nothing more is committed. Check what "
+                "else touches the store; `lattice-lgm verify` lists the damage.")
+        seen = self._hashed.setdefault(chain, {})
+        out = {}
+        for key, path in files.items():
+            st = path.stat()
+            stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+            prev = seen.get(key)
+            if prev is not None and prev[:3] == stamp:
+                out[key] = prev[3]
+                continue
+            digest = _digest(path)
+            seen[key] = (*stamp, digest)
+            out[key] = digest
+        if out != old:
+            _atomic_json(self.path / COMMIT_DIR / f"chunks-{chain}.json", dict(sorted(out.items())))
 
     def committed(self, phase: str) -> dict[int, int]:
         """Draws committed per chain in ``phase`` (chains without draws omitted)."""
@@ -325,7 +388,8 @@ class RunStore:
                     first = f.relative_to(chunk_dir).parts[0].split(".", 1)[0]
                     if first in mine:
                         gone.append(f)
-        gone += [f for c in mine for f in (self.path / COMMIT_DIR).glob(f".tmp-*-chain-{c}.json")]
+        gone += [f for c in mine for stem in ("chain", "chunks")
+                 for f in (self.path / COMMIT_DIR).glob(f".tmp-*-{stem}-{c}.json")]
         pre = f".tmp{tag}-"
         gone += [f for f in (self.path / CHECKPOINT_DIR).glob(f"{pre}*.npz")
                  if f.name[len(pre):-4].isdigit()]  # ".tmp-" alone would match tagged blocks
@@ -431,6 +495,154 @@ def _read_commits(path: Path) -> dict[int, dict[str, int]]:
     return out
 
 
+def _digest(path: Path) -> str:
+    """BLAKE2b-128 of a file's bytes, hex."""
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _chain_arrays(path: Path) -> list[str]:
+    """``group/array`` of the arrays chunked one chain at a time (first dimension ``chain``).
+
+    The ``chain`` coordinates themselves (one chunk for all chains) are data.
+    """
+    out = []
+    for meta in sorted(Path(path).glob("*/*/zarr.json")):
+        try:
+            m = json.loads(meta.read_text())
+            dims = m.get("dimension_names") or ()
+            per_chain = m["chunk_grid"]["configuration"]["chunk_shape"][0] == 1
+        except (OSError, ValueError, KeyError, IndexError, TypeError):
+            continue
+        if m.get("node_type") == "array" and dims and dims[0] == "chain" and per_chain:
+            out.append(meta.parent.relative_to(path).as_posix())
+    return out
+
+
+def _chain_chunk_files(path: Path, chain: int) -> dict[str, Path]:
+    """Chunk files of ``chain``: ``group/array/c/<chain>`` (1-D) or ``…/c/<chain>/…``."""
+    out = {}
+    for arr in _chain_arrays(path):
+        d = Path(path) / arr / "c" / str(int(chain))
+        for f in (d.rglob("*") if d.is_dir() else [d]):
+            if f.is_file() and not f.name.endswith(".partial"):
+                out[f.relative_to(path).as_posix()] = f
+    return out
+
+
+def _data_chunk_files(path: Path) -> dict[str, Path]:
+    """Chunk files of the arrays without a chain axis (data, coordinates: written once)."""
+    chained = set(_chain_arrays(path))
+    out = {}
+    for d in sorted(Path(path).glob("*/*/c")):
+        if d.parent.relative_to(path).as_posix() in chained:
+            continue
+        for f in d.rglob("*"):
+            if f.is_file() and not f.name.endswith(".partial"):
+                out[f.relative_to(path).as_posix()] = f
+    return out
+
+
+def _read_manifest(path: Path, chain: int | str) -> dict[str, str]:
+    """The digests of chain ``chain``'s chunks, or of the data's with ``chain="data"``."""
+    f = Path(path) / COMMIT_DIR / f"chunks-{chain}.json"
+    try:
+        return dict(json.loads(f.read_text()))
+    except FileNotFoundError:
+        return {}
+    except ValueError as exc:
+        raise StoreIntegrityError(
+            f"store={str(path)!r}: the chunk manifest {f.name} is unreadable ({exc}); "
+            f"the chunks it covers ({chain}) cannot be checked without it.") from exc
+
+
+@dataclass
+class VerifyReport:
+    """What :func:`verify_store` found.
+
+    Attributes
+    ----------
+    checked : int
+        Chunk files whose digest was compared (or, with ``digests=False``, whose presence).
+    missing : list of str
+        Recorded chunk files that are not there (their draws read as NaN).
+    corrupt : list of str
+        Chunk files whose bytes differ from their recorded digest.
+    unverifiable : list of int
+        Chains with committed draws but no manifest (stores written before digests; their
+        data and coordinates have none either).
+    """
+
+    checked: int = 0
+    missing: list[str] = field(default_factory=list)
+    corrupt: list[str] = field(default_factory=list)
+    unverifiable: list[int] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """No missing or corrupt file."""
+        return not self.missing and not self.corrupt
+
+    def describe(self, limit: int = 10) -> str:
+        """A few lines for a person: counts, then the first ``limit`` files of each kind."""
+        lines = [f"{self.checked} chunk file(s) checked: {len(self.missing)} missing, "
+                 f"{len(self.corrupt)} corrupt"]
+        for what, names in (("missing", self.missing), ("corrupt", self.corrupt)):
+            for n in names[:limit]:
+                lines.append(f"  {what}: {n}")
+            if len(names) > limit:
+                lines.append(f"  … and {len(names) - limit} more {what}")
+        if self.unverifiable:
+            lines.append(f"  chains {self.unverifiable} were written before chunk digests: "
+                         "their files cannot be checked")
+        return "\n".join(lines)
+
+
+def verify_store(path: str | os.PathLike, *, chains: Sequence[int] | None = None,
+                 digests: bool = True) -> VerifyReport:
+    """Check a store's committed chunk files against the digests recorded at each commit.
+
+    Parameters
+    ----------
+    path : str or Path
+    chains : sequence of int, optional
+        Only these chains (default: every chain with a commit marker).
+    digests : bool
+        Compare every file's digest (reads the whole store); False checks presence only.
+
+    Returns
+    -------
+    VerifyReport
+    """
+    p = Path(path)
+    if not (p / "zarr.json").exists():
+        raise InvalidParameterError(
+            f"path={str(p)!r} is not a run store (no zarr.json); give the directory that "
+            "sample(..., store=...) or `lattice-lgm run` wrote.")
+    commits = _read_commits(p)
+    report = VerifyReport()
+    todo: list[tuple[int | str, dict[str, str]]] = [("data", _read_manifest(p, "data"))]
+    for c in sorted(commits) if chains is None else sorted(int(c) for c in chains):
+        manifest = _read_manifest(p, c)
+        if not manifest:
+            if any(commits.get(c, {}).values()):
+                report.unverifiable.append(c)
+            continue
+        todo.append((c, manifest))
+    for _, manifest in todo:
+        for key, want in sorted(manifest.items()):
+            f = p / key
+            report.checked += 1
+            if not f.is_file():
+                report.missing.append(key)
+            elif digests and _digest(f) != want:
+                report.corrupt.append(key)
+    return report
+
+
 def upgrade_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """A stored run configuration in the current schema (a new JSON copy).
 
@@ -500,6 +712,14 @@ def open_store(path: str | os.PathLike, *, committed_only: bool = True) -> Any:
             "sample(..., store=...) or `lattice-lgm run` wrote.")
     with _quiet():
         tree = xr.open_datatree(str(p), engine="zarr")
+    found = verify_store(p, digests=False)
+    if not found.ok:
+        warnings.warn(
+            f"store {str(p)!r} is damaged: {len(found.missing)} committed chunk file(s) are "
+            "missing and read as NaN (" + ", ".join(found.missing[:3])
+            + (", …" if len(found.missing) > 3 else "") + "); `lattice-lgm verify "
+            f"{p}` lists them. Do not read these draws as a posterior.",
+            StoreIntegrityWarning, stacklevel=2)
     if not committed_only:
         return tree
     commits = _read_commits(p)

@@ -95,3 +95,14 @@ def test_steps_refuses_bad_arguments():
         ess.steps(state, rngs, 0)
     with pytest.raises(Exception, match=r"trace has shape \(3, 2\)"):
         ess.steps(state, rngs, 4, trace=np.empty((3, 2)))
+
+
+def test_many_chains_take_the_step_path():
+    """Above MAX_FUSED_CHAINS the Generators' tuple would cost minutes of compilation."""
+    from lattice_lgm.samplers.ess import MAX_FUSED_CHAINS
+
+    model = _model("dense")
+    ess = EllipticalSlice(model)
+    state = init_state(model, chain_rngs(1, MAX_FUSED_CHAINS + 1))
+    assert ess._fused(state) is None
+    assert ess._fused(state.subset(list(range(MAX_FUSED_CHAINS)))) == "dense"

@@ -1,0 +1,166 @@
+"""Stores that cannot silently lose data (issue 27): chunk digests, verify, refusals.
+
+Before digests, a committed chunk deleted from a store read back as NaN (``summary`` printed an
+all-NaN row with exit 0; ``resume`` finished with thousands of NaNs), and a flipped byte in a
+zstd chunk went unnoticed.  Each test below damages a real store the way a user or a machine
+would and checks that the damage is named, never read as a posterior.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+
+import numpy as np
+import pytest
+
+from lattice_lgm import cli
+from lattice_lgm import store as store_mod
+from lattice_lgm.runs import sample
+from lattice_lgm.store import (
+    COMMIT_DIR,
+    DATA_MANIFEST,
+    RunStore,
+    StoreIntegrityError,
+    StoreIntegrityWarning,
+    open_store,
+    verify_store,
+)
+
+from .test_runs import RUN, _crash_after_checkpoint, build_model
+
+
+@pytest.fixture(scope="module")
+def model():
+    return build_model()
+
+
+@pytest.fixture(scope="module")
+def finished(model, tmp_path_factory):
+    path = tmp_path_factory.mktemp("integrity") / "run.zarr"
+    sample(model, store=path, **RUN)
+    return path
+
+
+def _copy(src, tmp_path, name="copy.zarr"):
+    dst = tmp_path / name
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _a_committed_chunk(path, group="posterior", name="f", chain=1):
+    files = sorted((path / group / name / "c" / str(chain)).rglob("*"))
+    files = [f for f in files if f.is_file()]
+    assert files, f"no chunk of {group}/{name} chain {chain}"
+    return files[len(files) // 2]
+
+
+def test_every_committed_chunk_has_a_digest_and_an_intact_store_verifies(finished):
+    report = verify_store(finished)
+    assert report.ok and not report.unverifiable
+    recorded = set()
+    for name in [DATA_MANIFEST] + [f"chunks-{c}.json" for c in range(RUN["chains"])]:
+        manifest = json.loads((finished / COMMIT_DIR / name).read_text())
+        assert not recorded & set(manifest)
+        recorded |= set(manifest)
+    on_disk = {f.relative_to(finished).as_posix() for f in finished.glob("*/*/c/**/*")
+               if f.is_file()}
+    assert recorded == on_disk  # every chunk file, data and draws, each once
+    assert report.checked == len(on_disk)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StoreIntegrityWarning)
+        open_store(finished)  # no warning on an intact store
+
+
+def test_a_deleted_chunk_is_named_by_verify_open_store_and_summary(finished, tmp_path, capsys):
+    p = _copy(finished, tmp_path)
+    victim = _a_committed_chunk(p)
+    victim.unlink()
+    key = victim.relative_to(p).as_posix()
+    report = verify_store(p)
+    assert report.missing == [key] and not report.corrupt and not report.ok
+    assert verify_store(p, digests=False).missing == [key]
+    with pytest.warns(StoreIntegrityWarning, match="1 committed chunk file"):
+        open_store(p)
+    assert cli.main(["verify", str(p)]) == 1
+    out = capsys.readouterr().out
+    assert f"missing: {key}" in out and "1 missing, 0 corrupt" in out
+
+
+def test_a_flipped_byte_is_corruption(finished, tmp_path, capsys):
+    p = _copy(finished, tmp_path)
+    victim = _a_committed_chunk(p, "sample_stats", "loglik", chain=0)
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    victim.write_bytes(bytes(data))
+    report = verify_store(p)
+    assert report.corrupt == [victim.relative_to(p).as_posix()] and not report.missing
+    assert verify_store(p, digests=False).ok  # presence alone cannot see it
+    assert cli.main(["verify", str(p)]) == 1
+    assert "corrupt:" in capsys.readouterr().out
+    assert cli.main(["verify", str(p), "--quick"]) == 0
+
+
+def test_resume_refuses_a_store_with_lost_committed_draws(model, tmp_path, monkeypatch):
+    p = tmp_path / "r.zarr"
+    _crash_after_checkpoint(model, p, monkeypatch)
+    victim = _a_committed_chunk(p, "posterior", "sd", chain=0)
+    victim.unlink()
+    before = sorted(f.relative_to(p).as_posix() for f in p.rglob("*") if f.is_file())
+    with pytest.raises(StoreIntegrityError, match=r"cannot resume .*1 missing.*new store"):
+        sample(model, store=p, resume=True, **RUN)
+    after = sorted(f.relative_to(p).as_posix() for f in p.rglob("*") if f.is_file())
+    assert after == before  # refused before anything was written
+
+
+def test_resume_of_an_intact_interrupted_store_still_works(model, finished, tmp_path,
+                                                            monkeypatch):
+    p = tmp_path / "r.zarr"
+    _crash_after_checkpoint(model, p, monkeypatch)
+    assert verify_store(p).ok
+    sample(model, store=p, resume=True, **RUN)
+    assert verify_store(p).ok
+    for c in range(RUN["chains"]):  # the manifests equal the uninterrupted run's
+        name = f"{COMMIT_DIR}/chunks-{c}.json"
+        assert (p / name).read_bytes() == (finished / name).read_bytes()
+
+
+def test_a_chunk_that_vanishes_mid_run_stops_the_commit(finished, tmp_path):
+    p = _copy(finished, tmp_path)
+    st = RunStore(p)
+    _a_committed_chunk(p, "posterior", "sd", chain=0).unlink()
+    marker = (p / COMMIT_DIR / "chain-0.json").read_bytes()
+    with pytest.raises(StoreIntegrityError, match="disappeared"):
+        st.commit("posterior", {0: RUN["draws"]})
+    assert (p / COMMIT_DIR / "chain-0.json").read_bytes() == marker  # nothing committed
+
+
+def test_damaged_data_are_found_too(finished, tmp_path):
+    p = _copy(finished, tmp_path)
+    victim = next(iter(sorted((p / "observed_data").rglob("c/*"))))
+    victim = victim if victim.is_file() else next(f for f in victim.rglob("*") if f.is_file())
+    victim.write_bytes(victim.read_bytes()[:-1])  # truncated
+    assert verify_store(p).corrupt == [victim.relative_to(p).as_posix()]
+
+
+def test_a_store_written_before_digests_is_reported_unverifiable(finished, tmp_path):
+    p = _copy(finished, tmp_path)
+    for f in (p / COMMIT_DIR).glob("chunks-*.json"):
+        f.unlink()
+    report = verify_store(p)
+    assert report.ok and report.unverifiable == list(range(RUN["chains"]))
+    assert "written before chunk digests" in report.describe()
+
+
+def test_summary_and_plot_refuse_a_damaged_store_instead_of_printing_nan(finished, tmp_path):
+    p = _copy(finished, tmp_path)
+    _a_committed_chunk(p, "posterior", "sd", chain=1).unlink()
+    with pytest.warns(StoreIntegrityWarning):
+        tree = open_store(p)
+    assert np.isnan(tree["posterior"]["sd"].values).any()  # what a reader would have seen
+    # the guard `summary` and `plot` run after rebuilding the model from the stored config
+    # (a Python-API store has none; the config-backed path is in test_cli)
+    with pytest.raises(StoreIntegrityError, match=r"is damaged, so its posterior would be wrong"):
+        cli._intact(store_mod, str(p))
+    cli._intact(store_mod, str(finished))  # an intact store passes
