@@ -320,6 +320,10 @@ def _from_store(path: str) -> tuple[Any, Any, Any]:
             f"STORE {path!r} is not a run store (no zarr.json there); give the directory that "
             "`lattice-lgm run` wrote (store.path of the config).")
     store = _module("store", "the run store")
+    problem = getattr(store, "store_problem", lambda p: None)(path)
+    if problem in ("half-created", "markers lost"):  # before the config: it may be absent
+        raise (store.StoreIntegrityError if problem == "markers lost"
+               else InvalidParameterError)(store.describe_problem(path, problem))
     cfg = RunConfig.from_resolved(store.read_config(path))
     return cfg, cfg.build_model(), store
 

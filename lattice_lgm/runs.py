@@ -782,7 +782,7 @@ def _sample_in_process(plan: _Plan, budget: ThreadBudget, *, store, resume, chai
         runner.run(state, None)
         return sink.tree()
     if resume:
-        st = RunStore(path)
+        st = RunStore(path, rebuild_markers=True)  # a lost .commits/ is rebuilt below
         check_compatible(st.attrs, attrs)
         _require_intact(path, plan.chain_ids)  # before anything is written
         st.remove_orphans(plan.chain_ids, plan.tag)  # what a killed writer left half-written
@@ -798,6 +798,11 @@ def _sample_in_process(plan: _Plan, budget: ThreadBudget, *, store, resume, chai
                 raise InvalidParameterError(
                     f"{path} was written by chain blocks ({', '.join(blocks)}); resume each "
                     "block with its chains (chain_ids=..., CLI --chains A-B).") from None
+            if plan.tag != "" and st._generations(""):
+                raise InvalidParameterError(
+                    f"{path} was written by one run of every chain, not by chain blocks; "
+                    f"resume it whole (without chain_ids, CLI without --chains), not chains "
+                    f"{plan.chain_ids}.") from None
             if st.committed("posterior") or st.committed("warmup"):
                 raise
             meta = None  # killed before the first checkpoint: start over in the same store
@@ -805,6 +810,8 @@ def _sample_in_process(plan: _Plan, budget: ThreadBudget, *, store, resume, chai
             runner.run(start(), None)
         else:
             check_compatible(meta, attrs)
+            if st.markers_rebuilt:
+                _recommit(st, plan, meta)
             state = runner.restore(meta, arrays)
             runner.run(state, (meta["phase"], int(meta["i"]), int(meta["sweeps_done"])))
     else:
@@ -921,6 +928,23 @@ def _create_only(model: Any, path: Path, kwargs: dict, blocks: list[list[int]]) 
     attrs["thread_budget"] = (thread_budget(len(blocks[0]), t).to_attrs() if t is not None
                               else "each Dask worker's default")
     RunStore.create(path, specs, coords, attrs)
+
+
+def _recommit(st: Any, plan: Any, meta: Mapping[str, Any]) -> None:
+    """Commit what a checkpoint covers, for a store whose markers were lost.
+
+    A checkpoint at ``(phase, i)`` is written right after the commit of draw ``i`` of that
+    phase (:meth:`_Runner.run`), so the markers it implies are: every stored phase before
+    it in full, and ``i`` draws of its own.  The chunk digests are taken from the files as
+    they are (nothing older is left to compare them with).
+    """
+    phase, i = str(meta["phase"]), int(meta["i"])
+    for ph in PHASES[: PHASES.index(phase) + 1]:
+        if plan.lens[ph] > 0:
+            n = i if ph == phase else (plan.tune if ph == "warmup" else plan.draws)
+            st.commit(ph, {c: n for c in plan.chain_ids})
+    print(f"rebuilt the commit markers of {st.path} from its checkpoint ({phase} draw {i})",
+          file=sys.stderr)
 
 
 def _require_intact(path: str | os.PathLike, chains: Sequence[int]) -> None:

@@ -73,9 +73,11 @@ __all__ = [
     "StoreIntegrityWarning",
     "VarSpec",
     "VerifyReport",
+    "describe_problem",
     "library_versions",
     "open_store",
     "read_config",
+    "store_problem",
     "verify_store",
 ]
 
@@ -211,20 +213,37 @@ class RunStore:
     ----------
     path : str or Path
         The store directory.
+    rebuild_markers : bool
+        For a store whose ``.commits/`` was lost (:func:`store_problem` ``"markers lost"``):
+        make a new one (with the data's digests) instead of refusing; the caller re-commits
+        what its checkpoint covers (``resume`` does).
+
+    Raises
+    ------
+    InvalidParameterError
+        Not a store, or one whose creation never finished (it holds no draws).
+    StoreIntegrityError
+        Its commit markers are missing while draws or checkpoints are there.
     """
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike, *, rebuild_markers: bool = False) -> None:
         import zarr
 
         self.path = Path(path)
+        #: whether this instance made a new .commits/ for a store that had lost it
+        #: (``rebuild_markers=True``: the caller then commits what its checkpoint covers)
+        self.markers_rebuilt = False
         if not (self.path / "zarr.json").exists():
             raise InvalidParameterError(
                 f"store={str(self.path)!r} is not a lattice_lgm run store (no zarr.json).")
-        if not (self.path / COMMIT_DIR).is_dir():  # made last by create()
-            raise InvalidParameterError(
-                f"store={str(self.path)!r} was never fully created (no {COMMIT_DIR}/): the "
-                "process making it stopped while it laid out the arrays, before any draw was "
-                "written. Delete the directory and start the run again.")
+        problem = store_problem(self.path)
+        if (problem == "markers lost" and rebuild_markers
+                and any((self.path / CHECKPOINT_DIR).glob("ckpt*.npz"))):
+            _new_commit_dir(self.path)
+            self.markers_rebuilt = True
+        elif problem is not None:
+            raise (InvalidParameterError if problem == "half-created" else StoreIntegrityError)(
+                describe_problem(self.path, problem))
         with _quiet():
             self.root = zarr.open_group(str(self.path), mode="r+")
         #: per chain: chunk key -> (inode, size, mtime_ns, digest) as last hashed here
@@ -249,6 +268,9 @@ class RunStore:
 
         p = Path(path)
         if p.exists() and not overwrite:
+            problem = store_problem(p)
+            if problem in ("half-created", "markers lost"):
+                raise StoreExistsError(describe_problem(p, problem))
             raise StoreExistsError(
                 f"store={str(p)!r} already exists; resume it (lattice-lgm resume {p}, or "
                 "sample(..., store=path, resume=True)), choose another path, or delete it.")
@@ -283,11 +305,7 @@ class RunStore:
                                                 "lattice_lgm_format": FORMAT_VERSION})))
             zarr.consolidate_metadata(str(p))
         (p / CHECKPOINT_DIR).mkdir(exist_ok=True)
-        (p / COMMIT_DIR).mkdir()
-        # the data and coordinates, written once: their digests, before the store counts as
-        # created (RunStore refuses a store without .commits/, and verify checks these too)
-        _atomic_json(p / COMMIT_DIR / DATA_MANIFEST,
-                     {k: _digest(f) for k, f in sorted(_data_chunk_files(p).items())})
+        _new_commit_dir(p)
         return cls(p)
 
     # -- writing --------------------------------------------------------------------------------
@@ -493,6 +511,65 @@ def _read_commits(path: Path) -> dict[int, dict[str, int]]:
             out[int(f.stem.split("-")[1])] = {k: int(v) for k, v in
                                               json.loads(f.read_text()).items()}
     return out
+
+
+def _new_commit_dir(path: Path) -> None:
+    """Make ``.commits/`` holding the data's digests, atomically (renamed into place).
+
+    Its presence is what makes a directory a created store (:func:`store_problem`), so it
+    appears complete or not at all.
+    """
+    final = Path(path) / COMMIT_DIR
+    tmp = Path(path) / f".tmp-{os.getpid()}{COMMIT_DIR}"
+    if tmp.exists():
+        for f in tmp.iterdir():
+            f.unlink()
+    tmp.mkdir(exist_ok=True)
+    _atomic_json(tmp / DATA_MANIFEST,
+                 {k: _digest(f) for k, f in sorted(_data_chunk_files(path).items())})
+    os.replace(tmp, final)
+
+
+def store_problem(path: str | os.PathLike) -> str | None:
+    """What keeps a directory from being a usable run store, or None.
+
+    Returns
+    -------
+    str or None
+        ``"not a store"`` (no ``zarr.json``); ``"half-created"`` (the arrays' layout began
+        but ``.commits/`` was never made: no draw can have been written); ``"markers lost"``
+        (no ``.commits/``, yet draws or checkpoints are there: e.g. copied by a tool that
+        skips dot-directories).
+    """
+    p = Path(path)
+    if not (p / "zarr.json").is_file():
+        return "not a store"
+    if (p / COMMIT_DIR).is_dir():
+        return None
+    ckpts = list((p / CHECKPOINT_DIR).glob("ckpt*.npz")) if (p / CHECKPOINT_DIR).is_dir() else []
+    drawn = any(f for a in _chain_arrays(p) for f in (p / a / "c").glob("*"))
+    return "markers lost" if ckpts or drawn else "half-created"
+
+
+def describe_problem(path: str | os.PathLike, problem: str) -> str:
+    """The message for a :func:`store_problem`, with what to do."""
+    p = str(path)
+    if problem == "not a store":
+        return (f"store={p!r} is not a lattice_lgm run store (no zarr.json); give the "
+                "directory that sample(..., store=...) or `lattice-lgm run` wrote.")
+    if problem == "half-created":
+        return (f"store={p!r} was never fully created (no {COMMIT_DIR}/): the process making it "
+                "stopped while it laid out the arrays, before any draw was written, so it "
+                "holds nothing to keep. Delete the directory and start the run again "
+                "(`lattice-lgm run` with the same config).")
+    n = len(list((Path(path) / CHECKPOINT_DIR).glob("ckpt*.npz")))
+    return (f"store={p!r} has lost its commit markers ({COMMIT_DIR}/ is missing: copied by a "
+            "tool that skips dot-directories?) while its draws"
+            + (f" and {n} checkpoint(s)" if n else "") + " are there. Do not delete it: "
+            + ("`lattice-lgm resume` (or sample(..., resume=True)) rebuilds the markers from "
+               "the newest checkpoint and finishes the run." if n else
+               f"copy {COMMIT_DIR}/ and {CHECKPOINT_DIR}/ over from the original, if it "
+               "still exists; without them the draws cannot be told from placeholders."))
 
 
 def _digest(path: Path) -> str:
@@ -712,6 +789,10 @@ def open_store(path: str | os.PathLike, *, committed_only: bool = True) -> Any:
             "sample(..., store=...) or `lattice-lgm run` wrote.")
     with _quiet():
         tree = xr.open_datatree(str(p), engine="zarr")
+    problem = store_problem(p)
+    if problem is not None:
+        raise (InvalidParameterError if problem != "markers lost" else StoreIntegrityError)(
+            describe_problem(p, problem))
     found = verify_store(p, digests=False)
     if not found.ok:
         warnings.warn(

@@ -121,6 +121,7 @@ def fake_store(project, monkeypatch, tmp_path):
     path = tmp_path / "somewhere.zarr"
     path.mkdir()
     (path / "zarr.json").write_text("{}")
+    (path / ".commits").mkdir()  # a created store (store.store_problem)
 
     def open_store(p):
         opened.append(p)
@@ -400,6 +401,17 @@ def test_store_without_draws(project, fake_store, monkeypatch, capsys):
     monkeypatch.setattr(mod, "open_store", lambda path: empty, raising=False)
     assert cli.main(["summary", fake_store.path]) == 2
     assert "no committed draws yet" in capsys.readouterr().err
+
+
+def test_a_half_created_store_is_named_before_its_config_is_read(tmp_path, capsys):
+    """Killed while laying out the arrays: no config, no draws. Not "run without config="."""
+    p = tmp_path / "half.zarr"
+    p.mkdir()
+    (p / "zarr.json").write_text("{}")
+    for cmd in ("summary", "plot", "resume"):
+        assert cli.main([cmd, str(p)]) == 2
+        err = capsys.readouterr().err
+        assert "never fully created" in err and "without config=" not in err
 
 
 def test_a_path_that_is_not_a_store(tmp_path, capsys):

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from lattice_lgm.errors import InvalidParameterError
+from lattice_lgm.errors import InvalidParameterError, LatticeLGMError
 from lattice_lgm.runs import ResourceLimitError, sample
 from lattice_lgm.store import (
     CHECKPOINT_DIR,
@@ -409,17 +409,27 @@ def _plant(path: Path, chain: int, tag: str = "") -> list[Path]:
     return out
 
 
-def test_resume_of_a_store_whose_creation_was_interrupted_says_so(model, tmp_path):
+def test_resume_of_a_store_whose_creation_was_interrupted_says_so(model, tmp_path,
+                                                                  monkeypatch):
     """A store whose creating process died before laying out every array (no ``.commits/``,
-    made last) is refused by name, with the remedy, instead of sampling into missing arrays."""
+    made last) is refused by name, with the remedy, instead of sampling into missing arrays;
+    starting the run again says the same (not "already exists; resume it")."""
+    import lattice_lgm.store as store_mod
     from lattice_lgm.runs import resume
 
+    def killed(path):
+        raise RuntimeError("killed while creating")
+
     p = tmp_path / "run.zarr"
-    sample(model, store=p, **RUN)
-    (p / ".commits").rename(tmp_path / "gone")
+    monkeypatch.setattr(store_mod, "_new_commit_dir", killed)
+    with pytest.raises(RuntimeError, match="killed while creating"):
+        sample(model, store=p, **RUN)
+    monkeypatch.undo()
+    assert (p / "zarr.json").exists() and not (p / ".commits").exists()
     for call in (lambda: resume(p, model, progressbar=False),
-                 lambda: sample(model, store=p, resume=True, **RUN)):
-        with pytest.raises(InvalidParameterError, match=r"never fully created.*Delete"):
+                 lambda: sample(model, store=p, resume=True, **RUN),
+                 lambda: sample(model, store=p, **RUN)):  # StoreExistsError for this one
+        with pytest.raises(LatticeLGMError, match=r"never fully created.*Delete"):
             call()
 
 

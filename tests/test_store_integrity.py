@@ -164,3 +164,38 @@ def test_summary_and_plot_refuse_a_damaged_store_instead_of_printing_nan(finishe
     with pytest.raises(StoreIntegrityError, match=r"is damaged, so its posterior would be wrong"):
         cli._intact(store_mod, str(p))
     cli._intact(store_mod, str(finished))  # an intact store passes
+
+
+def test_lost_commit_markers_are_rebuilt_from_the_checkpoint(model, finished, tmp_path):
+    """``.commits/`` gone (a copy that skipped dot-directories) with every draw and the
+    checkpoints there: never "delete it"; resume rebuilds the markers, the same bytes."""
+    from .test_runs import _assert_same_store
+
+    p = _copy(finished, tmp_path)
+    shutil.rmtree(p / COMMIT_DIR)
+    with pytest.raises(StoreIntegrityError, match=r"lost its commit markers.*Do not delete"):
+        open_store(p)
+    with pytest.raises(StoreIntegrityError, match="lattice-lgm resume"):
+        RunStore(p)
+    sample(model, store=p, resume=True, **RUN)
+    _assert_same_store(finished, p)
+    assert verify_store(p).ok
+
+
+def test_lost_markers_without_checkpoints_are_not_rebuilt(finished, tmp_path):
+    p = _copy(finished, tmp_path)
+    shutil.rmtree(p / COMMIT_DIR)
+    shutil.rmtree(p / ".checkpoint")
+    with pytest.raises(StoreIntegrityError, match=r"copy \.commits/ and \.checkpoint/"):
+        RunStore(p, rebuild_markers=True)
+    assert not (p / COMMIT_DIR).exists()
+
+
+def test_resuming_some_chains_of_a_whole_run_says_so(model, tmp_path, monkeypatch):
+    """Not "no checkpoint was ever written": the checkpoints are the whole run's."""
+    from lattice_lgm.errors import InvalidParameterError
+
+    p = tmp_path / "r.zarr"
+    _crash_after_checkpoint(model, p, monkeypatch)
+    with pytest.raises(InvalidParameterError, match=r"one run of every chain.*resume it whole"):
+        sample(model, store=p, resume=True, chain_ids=[1], **RUN)
