@@ -344,6 +344,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .config import load_config
 
     cfg = load_config(args.config, args.set or ())
+    args.store = str(cfg.store_path)  # for the message after Ctrl-C (main)
     n_chains = cfg.resolved["sampling"]["chains"]
     chain_ids = parse_chains(args.chains, n_chains) if args.chains is not None else None
     kwargs = cfg.sample_kwargs()  # refuses a missing seed before any work

@@ -243,6 +243,19 @@ def test_threads_option_is_passed_to_sample_and_resume(project, fake_runs, fake_
     assert "threads" not in plain_kw  # the library's default budget
 
 
+def test_ctrl_c_during_run_names_the_store_to_resume(project, monkeypatch, capsys):
+    mod = _module("runs", monkeypatch)
+
+    def interrupted(model, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(mod, "sample", interrupted, raising=False)
+    assert cli.main(["run", str(project.path)]) == 130
+    err = capsys.readouterr().err
+    store = load_config(project.path).store_path
+    assert f"lattice-lgm resume {store}`" in err and "the run's store" not in err
+
+
 def test_workers_and_scheduler_are_exclusive(project, capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(["run", str(project.path), "--workers", "2", "--scheduler", "x"])
