@@ -781,57 +781,65 @@ def _sample_in_process(plan: _Plan, budget: ThreadBudget, *, store, resume, chai
                          checkpointing=False)
         runner.run(state, None)
         return sink.tree()
-    if resume:
-        st = RunStore(path, rebuild_markers=True)  # a lost .commits/ is rebuilt below
-        check_compatible(st.attrs, attrs)
-        _require_intact(path, plan.chain_ids)  # before anything is written
-        st.remove_orphans(plan.chain_ids, plan.tag)  # what a killed writer left half-written
-        runner_sink = _StoreSink(st)
-        runner = _Runner(plan, runner_sink, probe_rngs, step=step, progressbar=progressbar,
-                         checkpointing=True)
-        try:
-            meta, arrays = st.load_checkpoint(tag=plan.tag)
-        except CheckpointError:
-            blocks = sorted({f.name.split("-", 1)[1].rsplit("-", 1)[0] for f in
-                             (Path(path) / ".checkpoint").glob("ckpt-c*.npz")})
-            if plan.tag == "" and blocks:
-                raise InvalidParameterError(
-                    f"{path} was written by chain blocks ({', '.join(blocks)}); resume each "
-                    "block with its chains (chain_ids=..., CLI --chains A-B).") from None
-            if plan.tag != "" and st._generations(""):
-                raise InvalidParameterError(
-                    f"{path} was written by one run of every chain, not by chain blocks; "
-                    f"resume it whole (without chain_ids, CLI without --chains), not chains "
-                    f"{plan.chain_ids}.") from None
-            if st.committed("posterior") or st.committed("warmup"):
-                raise
-            meta = None  # killed before the first checkpoint: start over in the same store
-        if meta is None:
-            runner.run(start(), None)
-        else:
-            check_compatible(meta, attrs)
-            if st.markers_rebuilt:
-                _recommit(st, plan, meta)
-            state = runner.restore(meta, arrays)
-            runner.run(state, (meta["phase"], int(meta["i"]), int(meta["sweeps_done"])))
-    else:
-        state = start()
-        specs, coords = plan.specs(plan.view.record(state))
-        joining = chain_ids is not None and path.exists()
-        if joining:
-            st = RunStore(path)
+    st = None
+    try:
+        if resume:
+            st = RunStore(path, rebuild_markers=True)  # a lost .commits/ is rebuilt below
             check_compatible(st.attrs, attrs)
-            mine = [c for c in plan.chain_ids if st.committed("posterior").get(c)]
-            if mine:
-                raise StoreExistsError(
-                    f"chains {mine} already have draws in {path}; resume them (resume=True with "
-                    "the same chain_ids) instead of starting again.")
+            _require_intact(path, plan.chain_ids)  # before anything is written
+            st.lock_chains(plan.chain_ids)  # before touching their files: one writer per chain
+            st.remove_orphans(plan.chain_ids, plan.tag)  # what a killed writer left half-written
+            runner_sink = _StoreSink(st)
+            runner = _Runner(plan, runner_sink, probe_rngs, step=step, progressbar=progressbar,
+                             checkpointing=True)
+            try:
+                meta, arrays = st.load_checkpoint(tag=plan.tag)
+            except CheckpointError:
+                blocks = sorted({f.name.split("-", 1)[1].rsplit("-", 1)[0] for f in
+                                 (Path(path) / ".checkpoint").glob("ckpt-c*.npz")})
+                if plan.tag == "" and blocks:
+                    raise InvalidParameterError(
+                        f"{path} was written by chain blocks ({', '.join(blocks)}); resume each "
+                        "block with its chains (chain_ids=..., CLI --chains A-B).") from None
+                if plan.tag != "" and st._generations(""):
+                    raise InvalidParameterError(
+                        f"{path} was written by one run of every chain, not by chain blocks; "
+                        f"resume it whole (without chain_ids, CLI without --chains), not chains "
+                        f"{plan.chain_ids}.") from None
+                if st.committed("posterior") or st.committed("warmup"):
+                    raise
+                meta = None  # killed before the first checkpoint: start over in the same store
+            if meta is None:
+                runner.run(start(), None)
+            else:
+                check_compatible(meta, attrs)
+                if st.markers_rebuilt:
+                    _recommit(st, plan, meta)
+                state = runner.restore(meta, arrays)
+                runner.run(state, (meta["phase"], int(meta["i"]), int(meta["sweeps_done"])))
         else:
-            _check_resources(specs, path, max_disk_gb, max_memory_gb)
-            st = RunStore.create(path, specs, coords, attrs)
-        runner = _Runner(plan, _StoreSink(st), probe_rngs, step=step, progressbar=progressbar,
-                         checkpointing=True)
-        runner.run(state, None)
+            state = start()
+            specs, coords = plan.specs(plan.view.record(state))
+            joining = chain_ids is not None and path.exists()
+            if joining:
+                st = RunStore(path)
+                check_compatible(st.attrs, attrs)
+                st.lock_chains(plan.chain_ids)
+                mine = [c for c in plan.chain_ids if st.committed("posterior").get(c)]
+                if mine:
+                    raise StoreExistsError(
+                        f"chains {mine} already have draws in {path}; resume them (resume=True "
+                        "with the same chain_ids) instead of starting again.")
+            else:
+                _check_resources(specs, path, max_disk_gb, max_memory_gb)
+                st = RunStore.create(path, specs, coords, attrs)
+                st.lock_chains(plan.chain_ids)
+            runner = _Runner(plan, _StoreSink(st), probe_rngs, step=step, progressbar=progressbar,
+                             checkpointing=True)
+            runner.run(state, None)
+    finally:
+        if st is not None:
+            st.unlock()
     from .store import open_store
 
     return open_store(path)

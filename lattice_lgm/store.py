@@ -17,6 +17,7 @@ Layout (DESIGN §6).  One group per ArviZ group, each array with ``dimension_nam
       warmup_posterior/, warmup_sample_stats/   when tuned draws are kept
       .commits/chain-<i>.json    draws committed per phase, one file per chain
       .commits/chunks-<i>.json   a digest of every chunk file of chain i at its last commit
+      .locks/chain-<i>.lock      held (flock) by the process writing chain i; names it
       .checkpoint/               ckpt-<generation>.npz (newest two kept), written atomically
 
 Arrays are pre-allocated for the whole run and filled with NaN (integers with -1); chunks are
@@ -71,6 +72,7 @@ __all__ = [
     "StoreExistsError",
     "StoreIntegrityError",
     "StoreIntegrityWarning",
+    "StoreLockedError",
     "VarSpec",
     "VerifyReport",
     "describe_problem",
@@ -82,6 +84,8 @@ __all__ = [
 ]
 
 COMMIT_DIR = ".commits"
+#: one lock file per chain, held (flock) by the process writing that chain
+LOCK_DIR = ".locks"
 #: digests of the chunks written once at creation (data, coordinates), in COMMIT_DIR
 DATA_MANIFEST = "chunks-data.json"
 CHECKPOINT_DIR = ".checkpoint"
@@ -102,6 +106,10 @@ class ResumeMismatchError(LatticeLGMError, ValueError):
 
 class StoreIntegrityError(LatticeLGMError, RuntimeError):
     """A store's committed chunk files are missing or do not match their recorded digests."""
+
+
+class StoreLockedError(LatticeLGMError, RuntimeError):
+    """Another process is writing chains this process was asked to write."""
 
 
 class StoreIntegrityWarning(UserWarning):
@@ -230,6 +238,7 @@ class RunStore:
         import zarr
 
         self.path = Path(path)
+        self._locks: list[Any] = []
         #: whether this instance made a new .commits/ for a store that had lost it
         #: (``rebuild_markers=True``: the caller then commits what its checkpoint covers)
         self.markers_rebuilt = False
@@ -307,6 +316,57 @@ class RunStore:
         (p / CHECKPOINT_DIR).mkdir(exist_ok=True)
         _new_commit_dir(p)
         return cls(p)
+
+    # -- locks ----------------------------------------------------------------------------------
+    def lock_chains(self, chains: Sequence[int]) -> None:
+        """Take this process's exclusive lock on each of ``chains`` (before writing them).
+
+        One ``flock`` per chain file in ``.locks/``, so that chain blocks written by separate
+        processes (``--chains 4-7``) run side by side while two writers of one chain (two
+        ``resume`` of one store) cannot: the second is refused, naming the holder.  The
+        kernel drops a lock when its process dies, SIGKILL included: no stale locks.  Held
+        until :meth:`unlock` (or the process's end).  No-op where ``fcntl`` is missing.
+
+        Raises
+        ------
+        StoreLockedError
+            A chain is locked by another process (nothing is locked by this call then).
+        """
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            return
+        import socket
+
+        d = self.path / LOCK_DIR
+        d.mkdir(exist_ok=True)
+        for c in chains:
+            fh = open(d / f"chain-{int(c)}.lock", "a+")  # held open: the lock lives with it
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fh.seek(0)
+                holder = fh.read().strip() or "another process"
+                fh.close()
+                self.unlock()
+                raise StoreLockedError(
+                    f"chain {int(c)} of {self.path} is being written by {holder}; two writers "
+                    "of one chain are refused. Wait for that run to finish (or stop it), then "
+                    "resume.") from None
+            fh.seek(0)
+            fh.truncate()
+            fh.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+            fh.flush()
+            self._locks.append(fh)
+
+    def unlock(self) -> None:
+        """Release every chain lock this instance holds (the files are left empty)."""
+        for fh in self._locks:
+            with contextlib.suppress(OSError):
+                fh.seek(0)
+                fh.truncate()
+                fh.close()
+        self._locks = []
 
     # -- writing --------------------------------------------------------------------------------
     def write(self, group: str, name: str, chains: slice, draws: slice,

@@ -199,3 +199,45 @@ def test_resuming_some_chains_of_a_whole_run_says_so(model, tmp_path, monkeypatc
     _crash_after_checkpoint(model, p, monkeypatch)
     with pytest.raises(InvalidParameterError, match=r"one run of every chain.*resume it whole"):
         sample(model, store=p, resume=True, chain_ids=[1], **RUN)
+
+
+def test_a_second_writer_of_a_chain_is_refused_naming_the_holder(model, tmp_path,
+                                                                 monkeypatch):
+    """Two resumes of one store: the second is refused before it touches a file."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    from lattice_lgm.store import LOCK_DIR, StoreLockedError
+
+    p = tmp_path / "r.zarr"
+    _crash_after_checkpoint(model, p, monkeypatch)
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time
+        from lattice_lgm.store import RunStore
+        st = RunStore({str(p)!r})
+        st.lock_chains([1])
+        print("locked", flush=True)
+        time.sleep(60)
+        """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        before = {f.relative_to(p).as_posix(): f.read_bytes() for f in p.rglob("*")
+                  if f.is_file() and LOCK_DIR not in f.parts}
+        with pytest.raises(StoreLockedError, match=rf"chain 1 .* pid {holder.pid} on"):
+            sample(model, store=p, resume=True, **RUN)
+        after = {f.relative_to(p).as_posix(): f.read_bytes() for f in p.rglob("*")
+                 if f.is_file() and LOCK_DIR not in f.parts}
+        assert after == before
+        # the lock dies with its process, even by SIGKILL: then the resume goes through
+        holder.kill()
+        holder.wait()
+        sample(model, store=p, resume=True, **RUN)
+        assert verify_store(p).ok
+        assert all(f.read_text() == "" for f in (p / LOCK_DIR).iterdir())  # released
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        holder.wait()
+    assert os.path.isdir(p / LOCK_DIR)
