@@ -53,6 +53,7 @@ import contextlib
 import hashlib
 import io
 import json
+import math
 import os
 import sys
 import warnings
@@ -707,7 +708,13 @@ class VerifyReport:
     missing : list of str
         Recorded chunk files that are not there (their draws read as NaN).
     corrupt : list of str
-        Chunk files whose bytes differ from their recorded digest.
+        Chunk files whose bytes differ from their recorded digest and which were not written
+        since (their modification time is older than the commit that recorded them).
+    changed : list of str
+        Chunk files rewritten after their chain's last commit: a run was stopped between
+        writing a block (or the online summaries) and committing it.  Not damage: ``resume``
+        rewrites them; until then a reader sees the committed draws, which they do not
+        change (only partly written blocks and the summaries are rewritten in place).
     unverifiable : list of int
         Chains with committed draws but no manifest (stores written before digests; their
         data and coordinates have none either).
@@ -716,6 +723,7 @@ class VerifyReport:
     checked: int = 0
     missing: list[str] = field(default_factory=list)
     corrupt: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
     unverifiable: list[int] = field(default_factory=list)
 
     @property
@@ -732,6 +740,11 @@ class VerifyReport:
                 lines.append(f"  {what}: {n}")
             if len(names) > limit:
                 lines.append(f"  … and {len(names) - limit} more {what}")
+        if self.changed:
+            lines.append(f"  {len(self.changed)} file(s) rewritten after the last commit (a "
+                         "run was stopped mid-block; resume rewrites them): "
+                         + ", ".join(self.changed[:3]) + (", …" if len(self.changed) > 3
+                                                          else ""))
         if self.unverifiable:
             lines.append(f"  chains {self.unverifiable} were written before chunk digests: "
                          "their files cannot be checked")
@@ -761,23 +774,34 @@ def verify_store(path: str | os.PathLike, *, chains: Sequence[int] | None = None
             "sample(..., store=...) or `lattice-lgm run` wrote.")
     commits = _read_commits(p)
     report = VerifyReport()
-    todo: list[tuple[int | str, dict[str, str]]] = [("data", _read_manifest(p, "data"))]
+    # each manifest with the time of the commit that recorded it: a file written since is
+    # an interrupted writer's, not damage (VerifyReport.changed)
+    # (the data are written once, before their manifest: any difference there is damage)
+    todo: list[tuple[dict[str, str], int | float]] = [(_read_manifest(p, "data"), math.inf)]
     for c in sorted(commits) if chains is None else sorted(int(c) for c in chains):
         manifest = _read_manifest(p, c)
         if not manifest:
             if any(commits.get(c, {}).values()):
                 report.unverifiable.append(c)
             continue
-        todo.append((c, manifest))
-    for _, manifest in todo:
+        todo.append((manifest, _mtime(p / COMMIT_DIR / f"chain-{c}.json")))
+    for manifest, committed_at in todo:
         for key, want in sorted(manifest.items()):
             f = p / key
             report.checked += 1
             if not f.is_file():
                 report.missing.append(key)
             elif digests and _digest(f) != want:
-                report.corrupt.append(key)
+                (report.changed if _mtime(f) >= committed_at else report.corrupt).append(key)
     return report
+
+
+def _mtime(path: Path) -> int:
+    """Modification time in ns (0 for a missing file: everything counts as written since)."""
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
 
 
 def upgrade_config(config: Mapping[str, Any]) -> dict[str, Any]:

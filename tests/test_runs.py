@@ -317,7 +317,9 @@ sample(build_model(), store=sys.argv[1], resume=sys.argv[3] == "resume", **run)
 
 def _subprocess_run(model, tmp_path):
     """A longer run, its uninterrupted reference store, and a script running it in a child."""
-    kill_run = {**RUN, "draws": 40, "checkpoint_every": 4}
+    # long enough that a kill 0-1.5 s after a checkpoint lands mid-run: 40 draws took 0.6 s
+    # once elliptical slice updates ran in compiled blocks (issue 26), 600 take ≈ 4 s
+    kill_run = {**RUN, "draws": 600, "checkpoint_every": 10}
     ref = tmp_path / "ref.zarr"
     sample(model, store=ref, **kill_run)
     script = tmp_path / "run.py"

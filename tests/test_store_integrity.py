@@ -9,6 +9,7 @@ would and checks that the damage is named, never read as a posterior.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import warnings
 
@@ -93,7 +94,9 @@ def test_a_flipped_byte_is_corruption(finished, tmp_path, capsys):
     victim = _a_committed_chunk(p, "sample_stats", "loglik", chain=0)
     data = bytearray(victim.read_bytes())
     data[len(data) // 2] ^= 0x01
+    st = victim.stat()
     victim.write_bytes(bytes(data))
+    os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))  # bit rot: no write time
     report = verify_store(p)
     assert report.corrupt == [victim.relative_to(p).as_posix()] and not report.missing
     assert verify_store(p, digests=False).ok  # presence alone cannot see it
@@ -241,3 +244,19 @@ def test_a_second_writer_of_a_chain_is_refused_naming_the_holder(model, tmp_path
             holder.kill()
         holder.wait()
     assert os.path.isdir(p / LOCK_DIR)
+
+
+def test_a_chunk_rewritten_after_the_last_commit_is_not_damage(model, finished, tmp_path):
+    """A run stopped between writing a block's summaries and committing it leaves files newer
+    than its commit: verify says so (not corrupt), resume goes through and rewrites them."""
+    import time
+
+    p = _copy(finished, tmp_path)
+    victim = p / "summaries" / "n_draws" / "c" / "1"
+    time.sleep(0.01)
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    victim.write_bytes(bytes(data))  # as the next block would (a newer file)
+    report = verify_store(p)
+    assert report.ok and report.changed == ["summaries/n_draws/c/1"] and not report.corrupt
+    assert "rewritten after the last commit" in report.describe()
