@@ -440,6 +440,13 @@ class PCPriorRange(_PositiveTruncated):
         )
         self.lam = -math.log(self.alpha) * self.rho0 ** (self.ndim / 2.0)
         self._init_support(upper)
+        if self.rho0 >= self.upper:
+            # the truncated prior has all its mass below rho0: "P(range < rho0) = alpha"
+            # would state nothing (issue 27: it was accepted silently)
+            raise InvalidParameterError(
+                f"rho0={rho0!r} is not below upper={upper!r}: the truncated prior puts all its "
+                "mass below rho0, so P(range < rho0) = alpha would state nothing. Give a rho0 "
+                "well below the upper bound (a small range, e.g. a tenth of the window).")
 
     def _logpdf0(self, x: np.ndarray) -> np.ndarray:
         h = self.ndim / 2.0

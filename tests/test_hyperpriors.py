@@ -39,8 +39,9 @@ PRIORS: dict[str, Hyperprior] = {
     "pc-range-d3": PCPriorRange(0.5, 0.1, ndim=3),
     "pc-range-d2-upper": PCPriorRange(0.1, 0.05, ndim=2, upper=2.0),
     "pc-range-d1-upper": PCPriorRange(1.0, 0.5, ndim=1, upper=3.0),
-    # F(upper) = exp(-113): the normaliser must be computed in log space
-    "pc-range-d3-tiny-upper": PCPriorRange(0.3, 0.5, ndim=3, upper=0.01),
+    # F(upper) = exp(-113): the normaliser must be computed in log space (a tiny alpha: a
+    # rho0 above the bound, which also gave it, is refused since issue 27 as vacuous)
+    "pc-range-d3-tiny-upper": PCPriorRange(0.3, 1e-106, ndim=3, upper=0.5),
     "pc-sd": PCPriorSD(1.0, 0.01),
     "lognormal": LogNormal(0.5, 0.8),
     "lognormal-upper": LogNormal(0.0, 1.0, upper=0.7),

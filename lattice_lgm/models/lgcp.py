@@ -232,6 +232,11 @@ class LGCP:
             raise InvalidParameterError(
                 "range_t_prior and time_units are for space-time LGCPs (a 3-D lattice with dims "
                 f"('t', 'y', 'x')); this lattice is {lattice.ndim}-D.")
+        if all(n == 1 for n in lattice.shape[-2:]) or lattice.size < 2:
+            raise InvalidParameterError(
+                f"the lattice has shape {lattice.shape}: one cell cannot carry a spatial field "
+                "(its range and sd are not identified). Use a smaller cell_size, or a larger "
+                "shape.")
         self.lattice = lattice
         self.time_units = time_units
         self.binned = bin_points(points, lattice, self.window, outside=outside)
@@ -373,6 +378,16 @@ class LGCP:
             raise InvalidParameterError(
                 f"intercept='block' needs a Normal intercept_prior (got {intercept_prior!r}): "
                 "the Gaussian block holds Gaussian coefficients only.")
+        cell = float(min(self.lattice.spacing[-ndim:]))
+        bound = float(getattr(range_prior, "upper", math.inf))
+        if bound < cell:
+            # a field whose range is below one cell is white noise on this lattice: refused
+            # before sampling rather than noted after it (issue 27)
+            raise InvalidParameterError(
+                f"range_prior's upper bound {bound!r} is below the cell "
+                f"size {cell!r}: every range it allows makes the field white noise on this "
+                "lattice. Raise the bound (ranges of several cells), or use a smaller "
+                "cell_size.")
         spec = {"sd": sd_prior, "range": range_prior, "mean": intercept_prior}
         if range_t_prior is not None:
             spec["range_t"] = range_t_prior
