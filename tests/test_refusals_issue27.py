@@ -35,3 +35,18 @@ def test_a_range_bound_below_the_cell_size_is_refused():
              range_prior=PCPriorRange(1.0, 0.05, ndim=2, upper=4.0))
     LGCP(_points(), (0, 100, 0, 100), cell_size=10.0, units="m",
          range_prior=PCPriorRange(1.0, 0.05, ndim=2, upper=40.0))
+
+
+def test_lonlat_looking_coordinates_without_crs_or_units_are_warned_about():
+    from lattice_lgm.models.lgcp import GeographicCoordinatesWarning
+
+    rng = np.random.default_rng(1)
+    lonlat = np.column_stack([rng.uniform(10.0, 10.5, 50), rng.uniform(45.0, 45.3, 50)])
+    with pytest.warns(GeographicCoordinatesWarning, match=r"x 10…10\.5, y 45…45\.3"):
+        LGCP(lonlat, (10.0, 10.5, 45.0, 45.3), cell_size=0.05)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GeographicCoordinatesWarning)
+        LGCP(lonlat, (10.0, 10.5, 45.0, 45.3), cell_size=0.05, units="km")  # said: planar
+        LGCP(_points() * 10, (0, 1000, 0, 1000), cell_size=100.0)  # beyond ±180: not degrees

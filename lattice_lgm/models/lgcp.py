@@ -58,7 +58,7 @@ from ..likelihoods import Poisson
 from ..priors import CirculantPrior, DensePrior, GaussianPrior, GMRFPrior
 from .latent import BETA_PREFIX, LatentGaussianModel
 
-__all__ = ["LGCP"]
+__all__ = ["LGCP", "GeographicCoordinatesWarning"]
 
 #: default PC prior on the range: P(range < RANGE_FRACTION · L) = RANGE_ALPHA, truncated at
 #: RANGE_UPPER_FRACTION · L (L = shorter side of the window's bounding box)
@@ -78,6 +78,31 @@ DEFAULT_ALPHA = 2
 START_SPREAD = 0.3
 #: name of the intercept's coefficient when it sits in the Gaussian block
 INTERCEPT = "(intercept)"
+
+
+class GeographicCoordinatesWarning(UserWarning):
+    """Coordinates without a CRS or units that look like longitude and latitude in degrees."""
+
+
+def _warn_if_lonlat(xy: np.ndarray, bounds: Any) -> None:
+    """Warn when points and window without CRS or units fit in [−180, 180] × [−90, 90].
+
+    Degrees are not a length: a cell size, a range and an intensity per square degree mean
+    different things at different latitudes (issue 27: such data were accepted silently).
+    """
+    if len(bounds) != 2:
+        return
+    (x0, x1), (y0, y1) = bounds  # Window.bounds: ((xmin, xmax), (ymin, ymax))
+    inside = (len(xy) > 0 and np.all(np.abs(xy[:, 0]) <= 180.0)
+              and np.all(np.abs(xy[:, 1]) <= 90.0) and -180.0 <= x0 and x1 <= 180.0
+              and -90.0 <= y0 and y1 <= 90.0)
+    if inside:
+        warnings.warn(
+            f"the points and the window (x {x0:g}…{x1:g}, y {y0:g}…{y1:g}) have no CRS and no "
+            "units, and every coordinate fits in longitude/latitude ranges: if these are "
+            "degrees, project them to a metric CRS (e.g. UTM) and pass crs=, since cell sizes, "
+            "ranges and intensities in degrees change with latitude; if they are planar, pass "
+            "units= (e.g. units='m') to say so.", GeographicCoordinatesWarning, stacklevel=3)
 
 
 class LGCP:
@@ -244,6 +269,8 @@ class LGCP:
             np.asarray(points, dtype=np.float64).reshape(len(points), -1))
         #: the points kept (inside the window), (n, ndim) in (x, y) order
         self.points = np.delete(xy, self.binned.dropped_index, axis=0)
+        if lattice.crs is None and lattice.units is None and lattice.ndim >= 2:
+            _warn_if_lonlat(self.points[:, :2], self.window.bounds)
         self.counts = self.binned.counts
         self.exposure = self.binned.exposure
         self.inside = self.exposure > 0
