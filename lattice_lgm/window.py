@@ -108,6 +108,28 @@ def _crs_string(crs: Any, name: str) -> str | None:
     return text
 
 
+def _crs_unless_impossible(gdf: Any) -> Any:
+    """``gdf.crs``, or None when it is geographic but the coordinates cannot be degrees.
+
+    GeoJSON (RFC 7946) has no CRS member: readers give every GeoJSON file EPSG:4326, so a
+    window drawn in metres arrives labelled lon/lat and was refused as geographic (issue 27).
+    Coordinates beyond ±180 (x) or ±90 (y) are not degrees: the label is dropped with a
+    warning, and the window is planar with no CRS (give ``crs``/``units`` to say which).
+    """
+    crs = gdf.crs
+    if crs is None or not getattr(crs, "is_geographic", False) or len(gdf) == 0:
+        return crs
+    x0, y0, x1, y1 = (float(v) for v in gdf.total_bounds)
+    if max(abs(x0), abs(x1)) <= 180.0 and max(abs(y0), abs(y1)) <= 90.0:
+        return crs  # may be degrees: refused by the caller as geographic
+    warnings.warn(
+        f"the window's file says {crs.to_string()} (lon/lat; GeoJSON's default), but its "
+        f"coordinates (x {x0:g}…{x1:g}, y {y0:g}…{y1:g}) cannot be degrees: read as planar "
+        "coordinates without a CRS. Give the real CRS (store it in the file, e.g. as a "
+        "GeoPackage) or units to say what they are.", UserWarning, stacklevel=4)
+    return None
+
+
 def _same_crs(a: str | None, b: str | None) -> bool:
     if a is None or b is None:
         return True
@@ -386,7 +408,7 @@ class Window:
                 f"gdf is a {type(gdf).__name__}; expected a geopandas GeoDataFrame or GeoSeries "
                 "(install the 'geo' extra for geopandas)."
             )
-        crs = _crs_string(gdf.crs, "gdf.crs")
+        crs = _crs_string(_crs_unless_impossible(gdf), "gdf.crs")
         geoms = np.asarray(gdf.geometry.values, dtype=object)
         if geoms.size == 0:
             raise InvalidParameterError("gdf has no rows; a window needs at least one polygon.")

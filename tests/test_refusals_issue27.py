@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -44,9 +46,29 @@ def test_lonlat_looking_coordinates_without_crs_or_units_are_warned_about():
     lonlat = np.column_stack([rng.uniform(10.0, 10.5, 50), rng.uniform(45.0, 45.3, 50)])
     with pytest.warns(GeographicCoordinatesWarning, match=r"x 10…10\.5, y 45…45\.3"):
         LGCP(lonlat, (10.0, 10.5, 45.0, 45.3), cell_size=0.05)
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("error", GeographicCoordinatesWarning)
         LGCP(lonlat, (10.0, 10.5, 45.0, 45.3), cell_size=0.05, units="km")  # said: planar
         LGCP(_points() * 10, (0, 1000, 0, 1000), cell_size=100.0)  # beyond ±180: not degrees
+
+
+def test_a_geojson_window_in_metres_is_not_refused_as_lonlat(tmp_path):
+    """GeoJSON has no CRS member, so readers label every file EPSG:4326."""
+    gpd = pytest.importorskip("geopandas")
+    from shapely.geometry import box
+
+    from lattice_lgm import Window
+    from lattice_lgm.errors import GeographicCoordinatesError
+
+    path = tmp_path / "w.geojson"
+    with warnings.catch_warnings():  # the writer's own note that no CRS is written
+        warnings.simplefilter("ignore", UserWarning)
+        gpd.GeoDataFrame(geometry=[box(0, 0, 1000, 500)]).to_file(path, driver="GeoJSON")
+    read = gpd.read_file(path)
+    assert read.crs is not None and read.crs.is_geographic  # what the reader says
+    with pytest.warns(UserWarning, match=r"cannot be degrees: read as planar"):
+        w = Window.from_geodataframe(read)
+    assert w.crs is None and w.bounds == ((0.0, 1000.0), (0.0, 500.0))
+    degrees = gpd.GeoDataFrame(geometry=[box(10, 45, 10.5, 45.3)], crs="EPSG:4326")
+    with pytest.raises(GeographicCoordinatesError, match="geographic"):
+        Window.from_geodataframe(degrees)
