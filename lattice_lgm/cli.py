@@ -167,8 +167,8 @@ def print_summary(model: Any, posterior: Any, file: TextIO | None = None,
 
     Returns
     -------
-    pandas.DataFrame or None
-        The table printed (None when the run kept no field draws, which the table needs).
+    pandas.DataFrame
+        The table printed (with or without field draws kept).
     """
     import numpy as np
 
@@ -176,13 +176,12 @@ def print_summary(model: Any, posterior: Any, file: TextIO | None = None,
 
     out = sys.stdout if file is None else file
     n_chain, n_draw = posterior.sizes["chain"], posterior.sizes["draw"]
-    if "f" not in posterior:
-        print(f"\nposterior: {n_chain} chains × {n_draw} draws, no field draws kept "
-              "(thin_fields = 0): the summary table needs them; maps come from the online "
-              "summaries", file=out)
-        return None
+    # the table and its notes come from the scalar draws: they never depend on whether the
+    # fields were kept (issue 27: with thin_fields = 0 nothing at all was printed)
     table = summary(model, posterior, loglik=None if loglik is None else np.asarray(loglik))
-    print(f"\nposterior: {n_chain} chains × {n_draw} draws", file=out)
+    kept = "" if "f" in posterior else (", no field draws kept (thin_fields = 0: maps come "
+                                        "from the online summaries)")
+    print(f"\nposterior: {n_chain} chains × {n_draw} draws{kept}", file=out)
     print(table.to_string(float_format=lambda v: f"{v:.4g}"), file=out)
     notes = table.attrs.get("notes", [])
     for note in notes:
