@@ -19,6 +19,7 @@ __all__ = [
     "LatticeLGMError",
     "NotPositiveDefiniteError",
     "ParameterOutOfBoundsError",
+    "ResourceLimitError",
     "SamplerError",
     "ShapeMismatchError",
     "UnsupportedOperationError",
@@ -96,3 +97,7 @@ class ConvergenceError(LatticeLGMError, RuntimeError):
     The message gives the iterations run, the last change of the convergence criterion and the
     remedy (raise the cap, rescale covariates, check for separation).
     """
+
+
+class ResourceLimitError(LatticeLGMError, MemoryError):
+    """The projected memory, disk or time of a model build or a run exceeds what is there."""

@@ -15,6 +15,7 @@ draws do not depend on the other chains, on ``chain_ids`` splits or on thread co
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
@@ -29,8 +30,9 @@ from typing import Any
 import numpy as np
 
 from ._validation import positive_int
-from .errors import InvalidParameterError, LatticeLGMError
+from .errors import InvalidParameterError, ResourceLimitError
 from .store import (
+    KEEP_GENERATIONS,
     CheckpointError,
     RunStore,
     StoreExistsError,
@@ -52,10 +54,6 @@ PHASES = ("warmup", "posterior")
 GROUPS = {"warmup": ("warmup_posterior", "warmup_posterior_fields", "warmup_sample_stats"),
           "posterior": ("posterior", "posterior_fields", "sample_stats")}
 STATS = (("loglik", "f8"), ("n_loglik", "i8"), ("n_cov", "i8"), ("accepted", "i8"))
-
-
-class ResourceLimitError(LatticeLGMError, MemoryError):
-    """The projected memory or disk use of a run exceeds the configured limit."""
 
 
 def _nonneg_int(name: str, v: Any, hint: str) -> int:
@@ -579,8 +577,27 @@ def _projected_bytes(specs: Sequence[VarSpec]) -> int:
     return int(sum(np.prod(s.shape) * np.dtype(s.dtype).itemsize for s in specs))
 
 
-def _check_resources(specs, store: Path | None, max_disk_gb, max_memory_gb) -> None:
+def _state_bytes(state: Any) -> int:
+    """Bytes of a sampler state's arrays: the bulk of one checkpoint (uncompressed npz)."""
+    total = 0
+    for v in (state.f, state.white, state.beta, state.loglik, *state.theta.values(),
+              *(state.extras or {}).values()):
+        with contextlib.suppress(TypeError, ValueError):  # an extra that is not numeric
+            total += int(np.asarray(v).nbytes)
+    return total
+
+
+def _check_resources(specs, store: Path | None, max_disk_gb, max_memory_gb,
+                     checkpoint_bytes: int = 0) -> None:
+    """Refuse a run whose draws (and, in a store, checkpoints) exceed memory or disk.
+
+    ``checkpoint_bytes``: one checkpoint's size; ``KEEP_GENERATIONS + 1`` of them can sit on
+    disk at once (the two kept and the one being written).  Issue 27: a checkpoint of bei at
+    1 m was 263 MB against 47 MB of stored arrays, and was not counted.
+    """
     need = _projected_bytes(specs)
+    if store is not None:
+        need += (KEEP_GENERATIONS + 1) * int(checkpoint_bytes)
     gb = need / 2**30
     if store is None:
         limit = max_memory_gb
@@ -598,7 +615,8 @@ def _check_resources(specs, store: Path | None, max_disk_gb, max_memory_gb) -> N
     limit = free if max_disk_gb is None else min(float(max_disk_gb), free)
     if gb > limit:
         raise ResourceLimitError(
-            f"the store needs up to ≈{gb:.3g} GiB uncompressed, over the limit {limit:.3g} GiB "
+            f"the store needs up to ≈{gb:.3g} GiB uncompressed (draws and "
+            f"{KEEP_GENERATIONS + 1} checkpoints), over the limit {limit:.3g} GiB "
             f"({'free disk' if max_disk_gb is None else 'max_disk_gb'}); thin the fields "
             "(thin_fields=k, or 0 for summaries only), store fewer draws, or raise max_disk_gb.")
 
@@ -831,7 +849,8 @@ def _sample_in_process(plan: _Plan, budget: ThreadBudget, *, store, resume, chai
                         f"chains {mine} already have draws in {path}; resume them (resume=True "
                         "with the same chain_ids) instead of starting again.")
             else:
-                _check_resources(specs, path, max_disk_gb, max_memory_gb)
+                _check_resources(specs, path, max_disk_gb, max_memory_gb,
+                                 checkpoint_bytes=_state_bytes(state))
                 st = RunStore.create(path, specs, coords, attrs)
                 st.lock_chains(plan.chain_ids)
             runner = _Runner(plan, _StoreSink(st), probe_rngs, step=step, progressbar=progressbar,

@@ -72,3 +72,27 @@ def test_a_geojson_window_in_metres_is_not_refused_as_lonlat(tmp_path):
     degrees = gpd.GeoDataFrame(geometry=[box(10, 45, 10.5, 45.3)], crs="EPSG:4326")
     with pytest.raises(GeographicCoordinatesError, match="geographic"):
         Window.from_geodataframe(degrees)
+
+
+@pytest.mark.parametrize("cell, refused", [(0.01, True), (0.1, True), (10.0, False)])
+def test_a_lattice_too_large_to_build_is_refused_before_binning(cell, refused, monkeypatch):
+    """bei's window at 0.01 m: a raw MemoryError for 37 GiB before; at 0.1 m a GLM traceback."""
+    import lattice_lgm.window as W
+    from lattice_lgm.models import lgcp as L
+    from lattice_lgm.runs import ResourceLimitError
+
+    monkeypatch.setattr(L, "_available_memory", lambda: 24 * 2.0**30)  # this machine kind
+    calls = []
+
+    def binning(*a, **k):
+        calls.append(1)
+        raise RuntimeError("binned")
+
+    monkeypatch.setattr(W, "bin_points", binning)
+    if refused:
+        with pytest.raises(ResourceLimitError, match=r"cells needs ≈ .* GiB .*coarser cell_size"):
+            LGCP(_points(), (0, 1000, 0, 500), cell_size=cell, units="m")
+        assert not calls  # nothing of the lattice's size was made
+    else:
+        with pytest.raises(RuntimeError, match="binned"):  # went on to bin the points
+            LGCP(_points(), (0, 1000, 0, 500), cell_size=cell, units="m")

@@ -43,6 +43,7 @@ Default priors (all overridable; printed by :meth:`LGCP.describe` and kept in
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -78,6 +79,56 @@ DEFAULT_ALPHA = 2
 START_SPREAD = 0.3
 #: name of the intercept's coefficient when it sits in the Gaussian block
 INTERCEPT = "(intercept)"
+
+
+#: peak memory of a model build per lattice cell, measured on bei (circulant backend, two
+#: covariates, 2-core machine): 632 B at 1.25 m (0.32 M cells), 411 B at 0.625 m (1.28 M
+#: cells); the circulant torus dominates, so the figure falls towards its asymptote as cells
+#: get finer: the finest measurement is taken
+BUILD_BYTES_PER_CELL = 411
+#: and its time per cell (3.4 s for 1.28 M cells, the same run)
+BUILD_SECONDS_PER_CELL = 2.7e-6
+
+
+def _available_memory() -> float:
+    """Bytes of memory available now (Linux MemAvailable; else the physical memory)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024.0
+    except OSError:
+        pass
+    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def _check_build_resources(lattice: Lattice, backend: str) -> None:
+    """Refuse a lattice whose model build would not fit in memory, before building anything.
+
+    Issue 27: bei at 0.01 m died in a raw ``MemoryError`` for 37 GiB while binning, and at
+    0.1 m in a traceback from the GLM after 65 s.  The projection is the measured
+    :data:`BUILD_BYTES_PER_CELL` (the dense backend adds its ``N²`` matrices), refused above
+    half the memory available (:data:`lattice_lgm.runs.MEMORY_FRACTION`: the sampler needs
+    the rest).
+    """
+    from ..errors import ResourceLimitError
+    from ..runs import MEMORY_FRACTION
+
+    cells = float(lattice.size)
+    need = cells * BUILD_BYTES_PER_CELL + (3 * 8 * cells**2 if backend == "dense" else 0.0)
+    avail = _available_memory()
+    if need <= MEMORY_FRACTION * avail:
+        return
+    shrink = math.sqrt(need / (MEMORY_FRACTION * avail)) if backend != "dense" else (
+        need / (MEMORY_FRACTION * avail)) ** 0.25
+    coarser = " × ".join(f"{h * shrink:.3g}" for h in lattice.spacing[-2:])
+    raise ResourceLimitError(
+        f"a lattice of {' × '.join(map(str, lattice.shape))} = {cells:.3g} cells needs "
+        f"≈ {need / 2**30:.3g} GiB to build the model ({BUILD_BYTES_PER_CELL} B per cell, "
+        "measured" + (", plus the dense covariance" if backend == "dense" else "")
+        + f"; ≈ {cells * BUILD_SECONDS_PER_CELL / 60:.3g} min), over half the "
+        f"{avail / 2**30:.3g} GiB available. Use a coarser cell_size (≥ {coarser} per cell "
+        "would fit), a smaller window, or a machine with more memory.")
 
 
 class GeographicCoordinatesWarning(UserWarning):
@@ -257,6 +308,7 @@ class LGCP:
             raise InvalidParameterError(
                 "range_t_prior and time_units are for space-time LGCPs (a 3-D lattice with dims "
                 f"('t', 'y', 'x')); this lattice is {lattice.ndim}-D.")
+        _check_build_resources(lattice, backend)  # before any array of the lattice's size
         if all(n == 1 for n in lattice.shape[-2:]) or lattice.size < 2:
             raise InvalidParameterError(
                 f"the lattice has shape {lattice.shape}: one cell cannot carry a spatial field "
