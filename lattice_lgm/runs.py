@@ -16,6 +16,7 @@ draws do not depend on the other chains, on ``chain_ids`` splits or on thread co
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
 import os
 import shutil
@@ -30,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ._validation import positive_int
-from .errors import InvalidParameterError, ResourceLimitError
+from .errors import InvalidParameterError, LatticeLGMError, ResourceLimitError
 from .store import (
     KEEP_GENERATIONS,
     CheckpointError,
@@ -800,6 +801,8 @@ def _sample_in_process(plan: _Plan, budget: ThreadBudget, *, store, resume, chai
         runner.run(state, None)
         return sink.tree()
     st = None
+    if not resume:
+        _check_writable(path)
     try:
         if resume:
             st = RunStore(path, rebuild_markers=True)  # a lost .commits/ is rebuilt below
@@ -856,6 +859,10 @@ def _sample_in_process(plan: _Plan, budget: ThreadBudget, *, store, resume, chai
             runner = _Runner(plan, _StoreSink(st), probe_rngs, step=step, progressbar=progressbar,
                              checkpointing=True)
             runner.run(state, None)
+    except OSError as exc:
+        if exc.errno not in _STORE_ERRNOS:
+            raise
+        raise _store_write_error(path, exc) from exc
     finally:
         if st is not None:
             st.unlock()
@@ -955,6 +962,33 @@ def _create_only(model: Any, path: Path, kwargs: dict, blocks: list[list[int]]) 
     attrs["thread_budget"] = (thread_budget(len(blocks[0]), t).to_attrs() if t is not None
                               else "each Dask worker's default")
     RunStore.create(path, specs, coords, attrs)
+
+
+#: errors of the filesystem a user can fix, reported as such rather than as a traceback
+_STORE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def _check_writable(path: Path) -> None:
+    """Refuse a store path in a location this process cannot write, before any work."""
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise InvalidParameterError(
+            f"store={str(path)!r} cannot be written: {str(ancestor)!r} is read-only for this "
+            "process. Choose a writable location (store.path in the config).")
+
+
+def _store_write_error(path: Path, exc: OSError) -> LatticeLGMError:
+    """A clear error for a write the filesystem refused; the store stays resumable."""
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    what = "the disk is full" if full else f"the filesystem refused a write ({exc.strerror})"
+    cls = ResourceLimitError if full else InvalidParameterError
+    return cls(
+        f"writing {str(path)!r} failed: {what} at {exc.filename or 'a store file'}. Every "
+        "committed draw is safe (commit markers are written after their data, checkpoints by "
+        "rename): " + ("free space" if full else "fix the permissions")
+        + f", then `lattice-lgm resume {path}` (or sample(..., resume=True)) continues exactly.")
 
 
 def _recommit(st: Any, plan: Any, meta: Mapping[str, Any]) -> None:

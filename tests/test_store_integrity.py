@@ -260,3 +260,42 @@ def test_a_chunk_rewritten_after_the_last_commit_is_not_damage(model, finished, 
     report = verify_store(p)
     assert report.ok and report.changed == ["summaries/n_draws/c/1"] and not report.corrupt
     assert "rewritten after the last commit" in report.describe()
+
+
+def test_a_full_disk_is_a_clear_error_and_the_store_resumes_exactly(model, finished, tmp_path,
+                                                                    monkeypatch):
+    import errno
+
+    from lattice_lgm.errors import ResourceLimitError
+
+    from .test_runs import _assert_same_store
+
+    p = tmp_path / "full.zarr"
+    orig = RunStore.write
+    calls = {"n": 0}
+
+    def filling(self, group, name, chains, draws, data):
+        calls["n"] += 1
+        if calls["n"] == 25:  # a few blocks in
+            raise OSError(errno.ENOSPC, "No space left on device", str(p / group / name))
+        return orig(self, group, name, chains, draws, data)
+
+    monkeypatch.setattr(RunStore, "write", filling)
+    with pytest.raises(ResourceLimitError, match=r"disk is full .*lattice-lgm resume"):
+        sample(model, store=p, **RUN)
+    monkeypatch.setattr(RunStore, "write", orig)
+    assert verify_store(p).ok
+    sample(model, store=p, resume=True, **RUN)
+    _assert_same_store(finished, p)
+
+
+def test_a_read_only_location_is_refused_before_any_work(model, tmp_path, monkeypatch):
+    import lattice_lgm.runs as runs
+    from lattice_lgm.errors import InvalidParameterError
+
+    started = []
+    monkeypatch.setattr(runs.os, "access", lambda path, mode: False)  # (root can write all)
+    monkeypatch.setattr(runs, "init_state", lambda *a, **k: started.append(1), raising=False)
+    with pytest.raises(InvalidParameterError, match=r"cannot be written: .* read-only"):
+        sample(model, store=tmp_path / "ro" / "run.zarr", **RUN)
+    assert not (tmp_path / "ro").exists() and not started
