@@ -8,6 +8,7 @@
     lattice-lgm resume run.zarr               # continue an interrupted run
     lattice-lgm summary run.zarr              # posterior table, R-hat, ESS, cross-check
     lattice-lgm verify run.zarr               # every committed chunk against its digest
+    lattice-lgm extend run.zarr --draws 500   # 500 more draws of every chain (finished runs)
     lattice-lgm plot run.zarr --out maps/     # intensity and exceedance maps (PNG)
 
 The configuration schema is :mod:`lattice_lgm.config` (``lattice-lgm run --help`` lists every
@@ -399,6 +400,18 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _cmd_extend(args: argparse.Namespace) -> int:
+    cfg, model, store = _from_store(args.store)
+    _intact(store, args.store)
+    runs = _module("runs", "sample and resume")
+    kw: dict[str, Any] = {"progressbar": not args.no_progress, "extend": args.draws}
+    if args.threads is not None:
+        kw["threads"] = args.threads
+    tree = runs.resume(args.store, model=model, **kw)
+    _report(model, tree, args.store, cfg.maps_dir, cfg.thresholds)
+    return 0
+
+
 def _cmd_summary(args: argparse.Namespace) -> int:
     _, model, store = _from_store(args.store)
     _intact(store, args.store)
@@ -507,6 +520,19 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EXAMPLES)
     summ.add_argument("store", metavar="STORE", help="the run's zarr store")
     summ.set_defaults(func=_cmd_summary)
+
+    ext = sub.add_parser(
+        "extend", formatter_class=raw, help="add draws to a finished run",
+        description=_para("Continue every chain of the finished run in STORE for N more "
+                          "posterior draws, into the same store: the result is the store of a "
+                          "run that asked for them from the start."),
+        epilog=_EXAMPLES)
+    ext.add_argument("store", metavar="STORE", help="the run's zarr store")
+    ext.add_argument("--draws", type=int, required=True, metavar="N",
+                     help="posterior draws to add per chain")
+    ext.add_argument("--threads", type=int, metavar="N", help=_THREADS_HELP)
+    ext.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ext.set_defaults(func=_cmd_extend)
 
     ver = sub.add_parser(
         "verify", formatter_class=raw, help="check a run's committed chunks against digests",

@@ -649,6 +649,7 @@ def sample(
     dask_scheduler: str | None = None,
     chains_per_task: int = 1,
     threads: int | None = None,
+    extend: int | None = None,
 ) -> Any:
     """Run ``chains`` Gibbs chains of ``model`` and return the draws in ArviZ layout.
 
@@ -694,6 +695,12 @@ def sample(
     resume : bool
         Continue the run in ``store`` from its newest checkpoint (same data, settings and
         library versions, checked).
+    extend : int, optional
+        Add this many posterior draws to the *finished* run in ``store`` (sampled with the
+        other arguments as given, ``draws`` included): every chain continues from its last
+        state into the same store, whose arrays grow; the result is byte for byte the store
+        of a run that asked for ``draws + extend`` from the start (tested).  For a run the
+        summary calls unconverged.  Not for stores written by chain blocks.
     chain_ids : sequence of int, optional
         Run only these (contiguous) global chains of the ``chains``, writing their own chunks of
         one shared store (job arrays: one process per block of chains).
@@ -738,6 +745,9 @@ def sample(
         Bad arguments (before any sweep or store write).
     StoreExistsError, ResumeMismatchError, CheckpointError, ResourceLimitError
     """
+    if extend is not None and (dask_workers is not None or dask_scheduler is not None):
+        raise InvalidParameterError(
+            "extend= runs in this process; leave out dask_workers/dask_scheduler.")
     if dask_workers is not None or dask_scheduler is not None:
         return _sample_dask(
             model, store=store, workers=dask_workers, scheduler=dask_scheduler,
@@ -749,6 +759,16 @@ def sample(
                         initvals=initvals, discard_tuned_samples=discard_tuned_samples,
                         thresholds=thresholds, config=config, max_disk_gb=max_disk_gb,
                         max_memory_gb=max_memory_gb))
+    old_draws = None
+    if extend is not None:
+        more = positive_int("extend", extend, "posterior draws to add to a finished run, e.g. "
+                            "500")
+        if store is None or resume or chain_ids is not None:
+            raise InvalidParameterError(
+                "extend= continues the finished run in store=path, whole (not with resume=True "
+                "or chain_ids).")
+        old_draws, draws, resume = int(draws), int(draws) + more, True
+        config = _config_with_draws(config, draws)  # what a run of `draws` would store
     plan = _Plan(model, draws=draws, tune=tune, chains=chains, random_seed=random_seed,
                  thin=thin, thin_fields=thin_fields, checkpoint_every=checkpoint_every,
                  representation=representation, n_latent=n_latent,
@@ -764,12 +784,17 @@ def sample(
     with using(budget):
         return _sample_in_process(plan, budget, store=store, resume=resume, chain_ids=chain_ids,
                                   initvals=initvals, step=step, progressbar=progressbar,
-                                  max_disk_gb=max_disk_gb, max_memory_gb=max_memory_gb)
+                                  max_disk_gb=max_disk_gb, max_memory_gb=max_memory_gb,
+                                  old_draws=old_draws)
 
 
 def _sample_in_process(plan: _Plan, budget: ThreadBudget, *, store, resume, chain_ids,
-                       initvals, step, progressbar, max_disk_gb, max_memory_gb) -> Any:
-    """:func:`sample` in this process, under ``budget`` (applied by the caller)."""
+                       initvals, step, progressbar, max_disk_gb, max_memory_gb,
+                       old_draws: int | None = None) -> Any:
+    """:func:`sample` in this process, under ``budget`` (applied by the caller).
+
+    ``old_draws``: the finished run's draws when :func:`sample` extends it (``extend=``).
+    """
     from .samplers import chain_rngs
 
     # a draw of the layout: the state at the start (its record uses no randomness)
@@ -806,7 +831,11 @@ def _sample_in_process(plan: _Plan, budget: ThreadBudget, *, store, resume, chai
     try:
         if resume:
             st = RunStore(path, rebuild_markers=True)  # a lost .commits/ is rebuilt below
-            check_compatible(st.attrs, attrs)
+            # an extension is checked against the run as it was asked for
+            before = attrs if old_draws is None else _with_draws(attrs, old_draws)
+            check_compatible(st.attrs, before)
+            if old_draws is not None:
+                _require_finished(st, plan, old_draws)
             _require_intact(path, plan.chain_ids)  # before anything is written
             st.lock_chains(plan.chain_ids)  # before touching their files: one writer per chain
             st.remove_orphans(plan.chain_ids, plan.tag)  # what a killed writer left half-written
@@ -833,10 +862,17 @@ def _sample_in_process(plan: _Plan, budget: ThreadBudget, *, store, resume, chai
             if meta is None:
                 runner.run(start(), None)
             else:
-                check_compatible(meta, attrs)
+                check_compatible(meta, before)
                 if st.markers_rebuilt:
                     _recommit(st, plan, meta)
                 state = runner.restore(meta, arrays)
+                if old_draws is not None:
+                    if (meta["phase"], int(meta["i"])) != ("posterior", old_draws):
+                        raise InvalidParameterError(
+                            f"{path}'s newest checkpoint is at {meta['phase']} draw "
+                            f"{meta['i']}, not at the end of its {old_draws} draws; resume "
+                            "it before extending.")
+                    st.grow(*plan.specs(plan.view.record(state)), attrs)
                 runner.run(state, (meta["phase"], int(meta["i"]), int(meta["sweeps_done"])))
         else:
             state = start()
@@ -991,6 +1027,39 @@ def _store_write_error(path: Path, exc: OSError) -> LatticeLGMError:
         + f", then `lattice-lgm resume {path}` (or sample(..., resume=True)) continues exactly.")
 
 
+def _config_with_draws(config: Mapping[str, Any] | None, draws: int) -> Any:
+    """A resolved configuration (a copy) whose ``sampling.draws`` is ``draws``."""
+    import json
+
+    if not config:
+        return config
+    out = json.loads(json.dumps(config, default=str))
+    if isinstance(out.get("sampling"), dict) and "draws" in out["sampling"]:
+        out["sampling"]["draws"] = int(draws)
+    return out
+
+
+def _with_draws(attrs: Mapping[str, Any], draws: int) -> dict[str, Any]:
+    """A run's attrs as they read with ``draws`` posterior draws (run_config and config)."""
+    import json
+
+    out = json.loads(json.dumps(attrs, default=str))
+    out["run_config"]["draws"] = int(draws)
+    if out.get("config"):
+        out["config"] = _config_with_draws(out["config"], draws)
+    return out
+
+
+def _require_finished(st: Any, plan: Any, draws: int) -> None:
+    """Refuse to extend a run whose chains have not all committed their ``draws``."""
+    done = st.committed("posterior")
+    short = [c for c in plan.chain_ids if done.get(c, 0) < draws]
+    if short:
+        raise InvalidParameterError(
+            f"{st.path} is not finished (chains {short} have fewer than {draws} committed "
+            "draws); resume it first, then extend it.")
+
+
 def _recommit(st: Any, plan: Any, meta: Mapping[str, Any]) -> None:
     """Commit what a checkpoint covers, for a store whose markers were lost.
 
@@ -1032,8 +1101,8 @@ def _require_intact(path: str | os.PathLike, chains: Sequence[int]) -> None:
 def resume(store: str | os.PathLike, model: Any = None, *, step: Any = None,
            progressbar: bool = True, chain_ids: Sequence[int] | None = None,
            dask_workers: int | None = None, dask_scheduler: str | None = None,
-           threads: int | None = None) -> Any:
-    """Continue a stopped or crashed run from its newest checkpoint(s).
+           threads: int | None = None, extend: int | None = None) -> Any:
+    """Continue a stopped or crashed run from its newest checkpoint(s), or extend a finished one.
 
     Parameters
     ----------
@@ -1052,6 +1121,9 @@ def resume(store: str | os.PathLike, model: Any = None, *, step: Any = None,
     threads : int, optional
         The resumed run's thread budget (:func:`sample`); it may differ from the original
         run's: the draws do not depend on it.
+    extend : int, optional
+        Add this many posterior draws to the finished run (``sample(..., extend=)`` with the
+        stored settings; CLI ``lattice-lgm extend STORE --draws N``).
 
     Returns
     -------
@@ -1088,6 +1160,13 @@ def resume(store: str | os.PathLike, model: Any = None, *, step: Any = None,
     if step is None:  # the default sweep: its representation and n_latent
         kw.update(representation=rc["representation"], n_latent=rc["n_latent"])
     blocks = attrs.get("chain_blocks")
+    if extend is not None:
+        if blocks or chain_ids is not None or dask_workers is not None or dask_scheduler:
+            raise InvalidParameterError(
+                f"{store} was written by chain blocks, or chains/Dask were given: extend runs "
+                "a whole store in this process (not yet for chain blocks).")
+        kw.update(resume=False, extend=extend)
+        return sample(model, progressbar=progressbar, **kw)
     if chain_ids is not None or not blocks:
         if dask_workers is not None or dask_scheduler is not None:
             raise InvalidParameterError(

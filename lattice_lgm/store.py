@@ -302,21 +302,45 @@ class RunStore:
                 g = groups.get(gname) or root.create_group(gname)
                 groups[gname] = g
                 for dim, values in cmap.items():
-                    v = np.asarray(values)
-                    if v.dtype.kind in "UO":
-                        v = v.astype(str)
-                        arr = g.create_array(dim, shape=v.shape, dtype=str,
-                                             dimension_names=(dim,))
-                    else:
-                        arr = g.create_array(dim, shape=v.shape, dtype=v.dtype,
-                                             dimension_names=(dim,))
-                    arr[...] = v
+                    _write_coord(g, dim, values)
             root.attrs.update(json.loads(_json({**attrs,
                                                 "lattice_lgm_format": FORMAT_VERSION})))
             zarr.consolidate_metadata(str(p))
         (p / CHECKPOINT_DIR).mkdir(exist_ok=True)
         _new_commit_dir(p)
         return cls(p)
+
+    # -- growing (extend) -------------------------------------------------------------------------
+    def grow(self, specs: Sequence[VarSpec], coords: Mapping[str, Mapping[str, np.ndarray]],
+             attrs: Mapping[str, Any]) -> None:
+        """Give the store a longer run's layout: array shapes, coordinates, root attributes.
+
+        For ``sample(..., extend=n)``: the arrays grow along ``draw`` (their chunks stay; the
+        new region reads as the fill value until written), the ``draw`` coordinates and the
+        attributes become those a run of the new length would have written at creation, the
+        metadata is consolidated again and the data's digests are taken anew.  Only a
+        single process writes the store meanwhile (extension is refused for chain blocks).
+        """
+        import zarr
+
+        with _quiet():
+            for spec in specs:
+                arr = self.root[spec.group][spec.name]
+                if tuple(arr.shape) != tuple(spec.shape):
+                    arr.resize(tuple(spec.shape))
+            for gname, cmap in coords.items():
+                for dim, values in cmap.items():
+                    if tuple(self.root[gname][dim].shape) != np.shape(values):
+                        # made anew as create() makes it (its chunking follows its length)
+                        _write_coord(self.root[gname], dim, values, overwrite=True)
+            self.root.attrs.update(json.loads(_json({**attrs,
+                                                     "lattice_lgm_format": FORMAT_VERSION})))
+            zarr.consolidate_metadata(str(self.path))
+            # the handles read the consolidated metadata at opening: open again, or writes
+            # beyond the old shape would be clipped away without a word
+            self.root = zarr.open_group(str(self.path), mode="r+")
+        _atomic_json(self.path / COMMIT_DIR / DATA_MANIFEST,
+                     {k: _digest(f) for k, f in sorted(_data_chunk_files(self.path).items())})
 
     # -- locks ----------------------------------------------------------------------------------
     def lock_chains(self, chains: Sequence[int]) -> None:
@@ -572,6 +596,16 @@ def _read_commits(path: Path) -> dict[int, dict[str, int]]:
             out[int(f.stem.split("-")[1])] = {k: int(v) for k, v in
                                               json.loads(f.read_text()).items()}
     return out
+
+
+def _write_coord(group: Any, dim: str, values: Any, overwrite: bool = False) -> None:
+    """An index coordinate array ``dim`` of ``group`` (strings stored as ``str``)."""
+    v = np.asarray(values)
+    if v.dtype.kind in "UO":
+        v = v.astype(str)
+    arr = group.create_array(dim, shape=v.shape, dtype=str if v.dtype.kind == "U" else v.dtype,
+                             dimension_names=(dim,), overwrite=overwrite)
+    arr[...] = v
 
 
 def _new_commit_dir(path: Path) -> None:

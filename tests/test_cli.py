@@ -505,3 +505,12 @@ def test_run_summary_plot_with_the_real_runner_and_store(project, tmp_path, caps
     assert f"posterior: {CHAINS} chains × 4 draws" in out and re.search(r"^range ", out, re.M)
     assert cli.main(["plot", str(zarr_path), "--out", str(tmp_path / "p")]) == 0
     assert _pngs(tmp_path / "p") == MAPS
+    # "run longer": extend the finished run, then its summary has the extra draws, and the
+    # stored config says so (a later resume or extend checks against it)
+    assert cli.main(["verify", str(zarr_path)]) == 0
+    assert cli.main(["extend", str(zarr_path), "--draws", "3", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert cli.main(["summary", str(zarr_path)]) == 0
+    assert f"posterior: {CHAINS} chains × 7 draws" in capsys.readouterr().out
+    assert store.read_config(zarr_path)["sampling"]["draws"] == 7
+    assert cli.main(["verify", str(zarr_path)]) == 0

@@ -299,3 +299,33 @@ def test_a_read_only_location_is_refused_before_any_work(model, tmp_path, monkey
     with pytest.raises(InvalidParameterError, match=r"cannot be written: .* read-only"):
         sample(model, store=tmp_path / "ro" / "run.zarr", **RUN)
     assert not (tmp_path / "ro").exists() and not started
+
+
+@pytest.mark.parametrize("more, every", [(6, 3), (5, 4)])
+def test_extending_a_finished_run_equals_asking_for_the_draws_at_the_start(model, tmp_path,
+                                                                           more, every):
+    """The summary says "run longer": extend continues every chain into the same store."""
+    from .test_runs import _assert_same_store
+
+    run = {**RUN, "checkpoint_every": every}
+    ref = tmp_path / "ref.zarr"
+    sample(model, store=ref, **{**run, "draws": run["draws"] + more})
+    p = tmp_path / "ext.zarr"
+    sample(model, store=p, **run)
+    sample(model, store=p, extend=more, **run)
+    _assert_same_store(ref, p)
+    assert verify_store(p).ok
+    assert open_store(p)["posterior"].sizes["draw"] == run["draws"] + more
+
+
+def test_extend_refuses_an_unfinished_run_and_bad_arguments(model, tmp_path, monkeypatch):
+    from lattice_lgm.errors import InvalidParameterError
+
+    p = tmp_path / "r.zarr"
+    _crash_after_checkpoint(model, p, monkeypatch)
+    with pytest.raises(InvalidParameterError, match=r"not finished .*resume it first"):
+        sample(model, store=p, extend=5, **RUN)
+    with pytest.raises(InvalidParameterError, match="extend=0"):
+        sample(model, store=p, extend=0, **RUN)
+    with pytest.raises(InvalidParameterError, match="whole"):
+        sample(model, store=p, extend=5, resume=True, **RUN)
