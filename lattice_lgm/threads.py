@@ -88,6 +88,21 @@ def busy_cores(samples: int = 5, interval: float = 0.002) -> float:
     return others * available_cores() / max(available_cores(), os.cpu_count() or 1)
 
 
+def available_memory() -> float:
+    """Bytes of memory available to a new allocation now (Linux ``MemAvailable``).
+
+    Elsewhere the physical memory.
+    """
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024.0
+    except (OSError, ValueError, IndexError):
+        pass
+    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
 def _own_runnable_threads() -> int:
     """Threads of this process in state R (running or runnable), at least 1 (the caller)."""
     n = 0

@@ -81,7 +81,7 @@ def test_a_lattice_too_large_to_build_is_refused_before_binning(cell, refused, m
     from lattice_lgm.models import lgcp as L
     from lattice_lgm.runs import ResourceLimitError
 
-    monkeypatch.setattr(L, "_available_memory", lambda: 24 * 2.0**30)  # this machine kind
+    monkeypatch.setattr(L, "available_memory", lambda: 24 * 2.0**30)  # this machine kind
     calls = []
 
     def binning(*a, **k):

@@ -329,3 +329,21 @@ def test_extend_refuses_an_unfinished_run_and_bad_arguments(model, tmp_path, mon
         sample(model, store=p, extend=0, **RUN)
     with pytest.raises(InvalidParameterError, match="whole"):
         sample(model, store=p, extend=5, resume=True, **RUN)
+
+
+def test_chains_whose_working_memory_does_not_fit_are_refused_before_the_warm_start(
+        model, tmp_path, monkeypatch):
+    import lattice_lgm.runs as runs
+    import lattice_lgm.threads as T
+    from lattice_lgm.errors import ResourceLimitError
+
+    cells = float(np.prod(model.prior.embedding_shape))
+    per_chain = cells * runs.SAMPLER_BYTES_PER_TORUS_CELL
+    monkeypatch.setattr(T, "available_memory", lambda: 1.5 * per_chain)  # room for one chain
+    with pytest.raises(ResourceLimitError, match=r"2 chain\(s\) on a .* torus .*at most 1 chain"):
+        sample(model, store=tmp_path / "r.zarr", **RUN)
+    assert not (tmp_path / "r.zarr").exists()  # nothing was written
+    with pytest.raises(ResourceLimitError, match="max_memory_gb"):
+        sample(model, **{**RUN, "max_memory_gb": per_chain / 2**30})
+    monkeypatch.setattr(T, "available_memory", lambda: 2.5 * per_chain)
+    sample(model, store=tmp_path / "ok.zarr", **RUN)  # two chains fit

@@ -43,7 +43,6 @@ Default priors (all overridable; printed by :meth:`LGCP.describe` and kept in
 from __future__ import annotations
 
 import math
-import os
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -57,6 +56,7 @@ from ..hyperpriors import Hyperprior, Normal, PCPriorRange, PCPriorSD
 from ..lattice import Lattice
 from ..likelihoods import Poisson
 from ..priors import CirculantPrior, DensePrior, GaussianPrior, GMRFPrior
+from ..threads import available_memory
 from .latent import BETA_PREFIX, LatentGaussianModel
 
 __all__ = ["LGCP", "GeographicCoordinatesWarning"]
@@ -90,18 +90,6 @@ BUILD_BYTES_PER_CELL = 411
 BUILD_SECONDS_PER_CELL = 2.7e-6
 
 
-def _available_memory() -> float:
-    """Bytes of memory available now (Linux MemAvailable; else the physical memory)."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return float(line.split()[1]) * 1024.0
-    except OSError:
-        pass
-    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-
-
 def _check_build_resources(lattice: Lattice, backend: str) -> None:
     """Refuse a lattice whose model build would not fit in memory, before building anything.
 
@@ -116,7 +104,7 @@ def _check_build_resources(lattice: Lattice, backend: str) -> None:
 
     cells = float(lattice.size)
     need = cells * BUILD_BYTES_PER_CELL + (3 * 8 * cells**2 if backend == "dense" else 0.0)
-    avail = _available_memory()
+    avail = available_memory()
     if need <= MEMORY_FRACTION * avail:
         return
     shrink = math.sqrt(need / (MEMORY_FRACTION * avail)) if backend != "dense" else (
