@@ -235,7 +235,8 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         a, b = ours[-1], peer[-1]
         z = (a["mean_loglik"] - b["mean_loglik"]) / math.hypot(a["mcse_mean"], b["mcse_mean"])
         out.append({"case": case, "ratio_median": float(np.median(ratios)),
-                    "ratios": ratios, "ratio_pooled": pooled, "speed_ratio_median": float(np.median(speed)),
+                    "ratios": ratios, "ratio_pooled": pooled,
+                    "speed_ratio_median": float(np.median(speed)),
                     "speed_ratios": speed,
                     "ours_ms_per_iteration": [1e3 * r["seconds"] / r["iterations"] for r in ours],
                     "peer_ms_per_iteration": [1e3 * r["seconds"] / r["iterations"] for r in peer],
