@@ -44,6 +44,8 @@ examples:
   lattice-lgm run run.toml --chains 4-7       only chains 4..7 of the run (same store)
   lattice-lgm resume run.zarr                 continue an interrupted run
   lattice-lgm summary run.zarr                posterior table with R-hat, ESS, cross-check
+  lattice-lgm extend run.zarr --draws 500     500 more draws per chain of a finished run
+  lattice-lgm verify run.zarr                 every committed chunk against its digest
   lattice-lgm plot run.zarr --out maps/       intensity and exceedance maps as PNG
 """
 
@@ -320,10 +322,7 @@ def _from_store(path: str) -> tuple[Any, Any, Any]:
             f"STORE {path!r} is not a run store (no zarr.json there); give the directory that "
             "`lattice-lgm run` wrote (store.path of the config).")
     store = _module("store", "the run store")
-    problem = getattr(store, "store_problem", lambda p: None)(path)
-    if problem in ("half-created", "markers lost"):  # before the config: it may be absent
-        raise (store.StoreIntegrityError if problem == "markers lost"
-               else InvalidParameterError)(store.describe_problem(path, problem))
+    store.check_store(path)  # a half-created store has no config to read
     cfg = RunConfig.from_resolved(store.read_config(path))
     return cfg, cfg.build_model(), store
 
@@ -461,8 +460,24 @@ def _para(text: str) -> str:
 
 
 # -- the parser -----------------------------------------------------------------------------------
+def _store_command(sub: Any, name: str, func: Any, help_: str,
+                   description: str) -> argparse.ArgumentParser:
+    """A subcommand acting on a run's STORE (its positional argument added)."""
+    cmd = sub.add_parser(name, formatter_class=argparse.RawDescriptionHelpFormatter,
+                         help=help_, description=_para(description), epilog=_EXAMPLES)
+    cmd.add_argument("store", metavar="STORE", help="the run's zarr store")
+    cmd.set_defaults(func=func)
+    return cmd
+
+
+def _sampling_options(cmd: argparse.ArgumentParser) -> None:
+    """``--threads`` and ``--no-progress`` of the subcommands that sample."""
+    cmd.add_argument("--threads", type=int, metavar="N", help=_THREADS_HELP)
+    cmd.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The ``lattice-lgm`` argument parser (subcommands run, resume, summary, plot, init).
+    """The ``lattice-lgm`` argument parser (run, resume, summary, extend, verify, plot, init).
 
     Returns
     -------
@@ -497,65 +512,43 @@ def build_parser() -> argparse.ArgumentParser:
                       help="run the chains on a local Dask cluster of N workers")
     dask.add_argument("--scheduler", metavar="ADDR",
                       help="run the chains on the Dask scheduler at ADDR (e.g. tcp://host:8786)")
-    run.add_argument("--threads", type=int, metavar="N", help=_THREADS_HELP)
-    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _sampling_options(run)
     run.set_defaults(func=_cmd_run)
 
-    resume = sub.add_parser(
-        "resume", formatter_class=raw, help="continue an interrupted run",
-        description=_para("Continue the run in STORE from its last checkpoint, then print "
-                          "the summary and write the maps."), epilog=_EXAMPLES)
-    resume.add_argument("store", metavar="STORE", help="the run's zarr store")
+    resume = _store_command(sub, "resume", _cmd_resume, "continue an interrupted run",
+                            "Continue the run in STORE from its last checkpoint, then print "
+                            "the summary and write the maps.")
     resume.add_argument("--chains", metavar="A-B",
                         help="the chain block this process ran (run --chains A-B)")
-    resume.add_argument("--threads", type=int, metavar="N", help=_THREADS_HELP)
-    resume.add_argument("--no-progress", action="store_true", help="no progress bar")
-    resume.set_defaults(func=_cmd_resume)
+    _sampling_options(resume)
 
-    summ = sub.add_parser(
-        "summary", formatter_class=raw, help="print the posterior summary of a run",
-        description=_para("Print the posterior table (mean, sd, 95% interval, R-hat, bulk "
-                          "ESS, frequentist cross-check) of the committed draws in STORE, "
-                          "and its notes."),
-        epilog=_EXAMPLES)
-    summ.add_argument("store", metavar="STORE", help="the run's zarr store")
-    summ.set_defaults(func=_cmd_summary)
+    _store_command(sub, "summary", _cmd_summary, "print the posterior summary of a run",
+                   "Print the posterior table (mean, sd, 95% interval, R-hat, bulk ESS, "
+                   "frequentist cross-check) of the committed draws in STORE, and its notes.")
 
-    ext = sub.add_parser(
-        "extend", formatter_class=raw, help="add draws to a finished run",
-        description=_para("Continue every chain of the finished run in STORE for N more "
-                          "posterior draws, into the same store: the result is the store of a "
-                          "run that asked for them from the start."),
-        epilog=_EXAMPLES)
-    ext.add_argument("store", metavar="STORE", help="the run's zarr store")
+    ext = _store_command(sub, "extend", _cmd_extend, "add draws to a finished run",
+                         "Continue every chain of the finished run in STORE for N more "
+                         "posterior draws, into the same store: the result is the store of a "
+                         "run that asked for them from the start.")
     ext.add_argument("--draws", type=int, required=True, metavar="N",
                      help="posterior draws to add per chain")
-    ext.add_argument("--threads", type=int, metavar="N", help=_THREADS_HELP)
-    ext.add_argument("--no-progress", action="store_true", help="no progress bar")
-    ext.set_defaults(func=_cmd_extend)
+    _sampling_options(ext)
 
-    ver = sub.add_parser(
-        "verify", formatter_class=raw, help="check a run's committed chunks against digests",
-        description=_para("Check every committed chunk file of STORE against the digest "
-                          "recorded when it was committed, and list what is missing or "
-                          "corrupt. Exit status 0 when intact, 1 when damaged."),
-        epilog=_EXAMPLES)
-    ver.add_argument("store", metavar="STORE", help="the run's zarr store")
+    ver = _store_command(sub, "verify", _cmd_verify,
+                         "check a run's committed chunks against digests",
+                         "Check every committed chunk file of STORE against the digest "
+                         "recorded when it was committed, and list what is missing or "
+                         "corrupt. Exit status 0 when intact, 1 when damaged.")
     ver.add_argument("--quick", action="store_true",
                      help="check that the files exist, without reading them")
     ver.add_argument("--limit", type=int, default=20, metavar="N",
                      help="files listed per kind of damage (default 20)")
-    ver.set_defaults(func=_cmd_verify)
 
-    plot = sub.add_parser(
-        "plot", formatter_class=raw, help="write the maps of a run as PNG",
-        description=_para("Write the posterior mean intensity and the exceedance maps "
-                          "P(RR > c | data) of the committed draws in STORE."),
-        epilog=_EXAMPLES)
-    plot.add_argument("store", metavar="STORE", help="the run's zarr store")
+    plot = _store_command(sub, "plot", _cmd_plot, "write the maps of a run as PNG",
+                          "Write the posterior mean intensity and the exceedance maps "
+                          "P(RR > c | data) of the committed draws in STORE.")
     plot.add_argument("--out", metavar="DIR",
                       help="output directory (default: output.maps of the stored config)")
-    plot.set_defaults(func=_cmd_plot)
 
     init = sub.add_parser(
         "init", formatter_class=raw, help="write a commented config for the bei demo",

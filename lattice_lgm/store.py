@@ -76,6 +76,7 @@ __all__ = [
     "StoreLockedError",
     "VarSpec",
     "VerifyReport",
+    "check_store",
     "describe_problem",
     "library_versions",
     "open_store",
@@ -243,17 +244,10 @@ class RunStore:
         #: whether this instance made a new .commits/ for a store that had lost it
         #: (``rebuild_markers=True``: the caller then commits what its checkpoint covers)
         self.markers_rebuilt = False
-        if not (self.path / "zarr.json").exists():
-            raise InvalidParameterError(
-                f"store={str(self.path)!r} is not a lattice_lgm run store (no zarr.json).")
-        problem = store_problem(self.path)
-        if (problem == "markers lost" and rebuild_markers
-                and any((self.path / CHECKPOINT_DIR).glob("ckpt*.npz"))):
+        rebuildable = rebuild_markers and any((self.path / CHECKPOINT_DIR).glob("ckpt*.npz"))
+        if check_store(self.path, accept=("markers lost",) if rebuildable else ()):
             _new_commit_dir(self.path)
             self.markers_rebuilt = True
-        elif problem is not None:
-            raise (InvalidParameterError if problem == "half-created" else StoreIntegrityError)(
-                describe_problem(self.path, problem))
         with _quiet():
             self.root = zarr.open_group(str(self.path), mode="r+")
         #: per chain: chunk key -> (inode, size, mtime_ns, digest) as last hashed here
@@ -480,17 +474,14 @@ class RunStore:
         """
         mine = {str(int(c)) for c in chains}
         gone: list[Path] = []
-        for gname, group in self.root.groups():
-            for aname, arr in group.arrays():
-                dims = arr.metadata.dimension_names or ()
-                chunk_dir = self.path / gname / aname / "c"
-                if not dims or dims[0] != "chain" or not chunk_dir.is_dir():
-                    continue  # arrays without a chain axis are written once, at creation
-                for f in chunk_dir.rglob("*.partial"):
-                    # c/<chain>/<draw block>/... with chain chunks of one chain each
-                    first = f.relative_to(chunk_dir).parts[0].split(".", 1)[0]
-                    if first in mine:
-                        gone.append(f)
+        # arrays without a chain axis are written once, at creation
+        for arr in _chain_arrays(self.path):
+            chunk_dir = self.path / arr / "c"
+            for f in (chunk_dir.rglob("*.partial") if chunk_dir.is_dir() else ()):
+                # c/<chain>/<draw block>/... with chain chunks of one chain each
+                first = f.relative_to(chunk_dir).parts[0].split(".", 1)[0]
+                if first in mine:
+                    gone.append(f)
         gone += [f for c in mine for stem in ("chain", "chunks")
                  for f in (self.path / COMMIT_DIR).glob(f".tmp-*-{stem}-{c}.json")]
         pre = f".tmp{tag}-"
@@ -646,12 +637,34 @@ def store_problem(path: str | os.PathLike) -> str | None:
     return "markers lost" if ckpts or drawn else "half-created"
 
 
+def check_store(path: str | os.PathLike, *, accept: Sequence[str] = ()) -> str | None:
+    """Raise for a :func:`store_problem` of ``path`` unless it is one of ``accept``.
+
+    Returns
+    -------
+    str or None
+        The accepted problem, or None for a usable store.
+
+    Raises
+    ------
+    InvalidParameterError
+        Not a store, or half-created (nothing to keep).
+    StoreIntegrityError
+        Its commit markers are lost while draws or checkpoints are there.
+    """
+    problem = store_problem(path)
+    if problem is None or problem in accept:
+        return problem
+    cls = StoreIntegrityError if problem == "markers lost" else InvalidParameterError
+    raise cls(describe_problem(path, problem))
+
+
 def describe_problem(path: str | os.PathLike, problem: str) -> str:
     """The message for a :func:`store_problem`, with what to do."""
     p = str(path)
     if problem == "not a store":
-        return (f"store={p!r} is not a lattice_lgm run store (no zarr.json); give the "
-                "directory that sample(..., store=...) or `lattice-lgm run` wrote.")
+        return (f"store={p!r} is not a run store (no zarr.json); give the directory that "
+                "sample(..., store=...) or `lattice-lgm run` wrote.")
     if problem == "half-created":
         return (f"store={p!r} was never fully created (no {COMMIT_DIR}/): the process making it "
                 "stopped while it laid out the arrays, before any draw was written, so it "
@@ -802,10 +815,7 @@ def verify_store(path: str | os.PathLike, *, chains: Sequence[int] | None = None
     VerifyReport
     """
     p = Path(path)
-    if not (p / "zarr.json").exists():
-        raise InvalidParameterError(
-            f"path={str(p)!r} is not a run store (no zarr.json); give the directory that "
-            "sample(..., store=...) or `lattice-lgm run` wrote.")
+    check_store(p, accept=("half-created", "markers lost"))  # they are reported, not checked
     commits = _read_commits(p)
     report = VerifyReport()
     # each manifest with the time of the commit that recorded it: a file written since is
@@ -901,16 +911,9 @@ def open_store(path: str | os.PathLike, *, committed_only: bool = True) -> Any:
     import xarray as xr
 
     p = Path(path)
-    if not (p / "zarr.json").exists():
-        raise InvalidParameterError(
-            f"path={str(p)!r} is not a run store (no zarr.json); give the directory that "
-            "sample(..., store=...) or `lattice-lgm run` wrote.")
+    check_store(p)
     with _quiet():
         tree = xr.open_datatree(str(p), engine="zarr")
-    problem = store_problem(p)
-    if problem is not None:
-        raise (InvalidParameterError if problem != "markers lost" else StoreIntegrityError)(
-            describe_problem(p, problem))
     found = verify_store(p, digests=False)
     if not found.ok:
         warnings.warn(

@@ -84,8 +84,8 @@ def busy_cores(samples: int = 5, interval: float = 0.002) -> float:
             counts.append(running - _own_runnable_threads())
     except (OSError, ValueError, IndexError):  # not Linux, or an unexpected format
         return 0.0
-    others = max(0, min(counts))
-    return others * available_cores() / max(available_cores(), os.cpu_count() or 1)
+    mine = available_cores()
+    return max(0, min(counts)) * mine / max(mine, os.cpu_count() or 1)
 
 
 def available_memory() -> float:

@@ -29,19 +29,12 @@ from lattice_lgm.store import (
     verify_store,
 )
 
-from .test_runs import RUN, _crash_after_checkpoint, build_model
+from . import test_runs
+from .test_runs import RUN, _crash_after_checkpoint
 
-
-@pytest.fixture(scope="module")
-def model():
-    return build_model()
-
-
-@pytest.fixture(scope="module")
-def finished(model, tmp_path_factory):
-    path = tmp_path_factory.mktemp("integrity") / "run.zarr"
-    sample(model, store=path, **RUN)
-    return path
+# test_runs' fixtures, shared: its model and the finished run of RUN it stores
+model = test_runs.model
+reference = test_runs.reference
 
 
 def _copy(src, tmp_path, name="copy.zarr"):
@@ -57,25 +50,25 @@ def _a_committed_chunk(path, group="posterior", name="f", chain=1):
     return files[len(files) // 2]
 
 
-def test_every_committed_chunk_has_a_digest_and_an_intact_store_verifies(finished):
-    report = verify_store(finished)
+def test_every_committed_chunk_has_a_digest_and_an_intact_store_verifies(reference):
+    report = verify_store(reference)
     assert report.ok and not report.unverifiable
     recorded = set()
     for name in [DATA_MANIFEST] + [f"chunks-{c}.json" for c in range(RUN["chains"])]:
-        manifest = json.loads((finished / COMMIT_DIR / name).read_text())
+        manifest = json.loads((reference / COMMIT_DIR / name).read_text())
         assert not recorded & set(manifest)
         recorded |= set(manifest)
-    on_disk = {f.relative_to(finished).as_posix() for f in finished.glob("*/*/c/**/*")
+    on_disk = {f.relative_to(reference).as_posix() for f in reference.glob("*/*/c/**/*")
                if f.is_file()}
     assert recorded == on_disk  # every chunk file, data and draws, each once
     assert report.checked == len(on_disk)
     with warnings.catch_warnings():
         warnings.simplefilter("error", StoreIntegrityWarning)
-        open_store(finished)  # no warning on an intact store
+        open_store(reference)  # no warning on an intact store
 
 
-def test_a_deleted_chunk_is_named_by_verify_open_store_and_summary(finished, tmp_path, capsys):
-    p = _copy(finished, tmp_path)
+def test_a_deleted_chunk_is_named_by_verify_open_store_and_summary(reference, tmp_path, capsys):
+    p = _copy(reference, tmp_path)
     victim = _a_committed_chunk(p)
     victim.unlink()
     key = victim.relative_to(p).as_posix()
@@ -89,8 +82,8 @@ def test_a_deleted_chunk_is_named_by_verify_open_store_and_summary(finished, tmp
     assert f"missing: {key}" in out and "1 missing, 0 corrupt" in out
 
 
-def test_a_flipped_byte_is_corruption(finished, tmp_path, capsys):
-    p = _copy(finished, tmp_path)
+def test_a_flipped_byte_is_corruption(reference, tmp_path, capsys):
+    p = _copy(reference, tmp_path)
     victim = _a_committed_chunk(p, "sample_stats", "loglik", chain=0)
     data = bytearray(victim.read_bytes())
     data[len(data) // 2] ^= 0x01
@@ -117,7 +110,7 @@ def test_resume_refuses_a_store_with_lost_committed_draws(model, tmp_path, monke
     assert after == before  # refused before anything was written
 
 
-def test_resume_of_an_intact_interrupted_store_still_works(model, finished, tmp_path,
+def test_resume_of_an_intact_interrupted_store_still_works(model, reference, tmp_path,
                                                             monkeypatch):
     p = tmp_path / "r.zarr"
     _crash_after_checkpoint(model, p, monkeypatch)
@@ -126,11 +119,11 @@ def test_resume_of_an_intact_interrupted_store_still_works(model, finished, tmp_
     assert verify_store(p).ok
     for c in range(RUN["chains"]):  # the manifests equal the uninterrupted run's
         name = f"{COMMIT_DIR}/chunks-{c}.json"
-        assert (p / name).read_bytes() == (finished / name).read_bytes()
+        assert (p / name).read_bytes() == (reference / name).read_bytes()
 
 
-def test_a_chunk_that_vanishes_mid_run_stops_the_commit(finished, tmp_path):
-    p = _copy(finished, tmp_path)
+def test_a_chunk_that_vanishes_mid_run_stops_the_commit(reference, tmp_path):
+    p = _copy(reference, tmp_path)
     st = RunStore(p)
     _a_committed_chunk(p, "posterior", "sd", chain=0).unlink()
     marker = (p / COMMIT_DIR / "chain-0.json").read_bytes()
@@ -139,16 +132,16 @@ def test_a_chunk_that_vanishes_mid_run_stops_the_commit(finished, tmp_path):
     assert (p / COMMIT_DIR / "chain-0.json").read_bytes() == marker  # nothing committed
 
 
-def test_damaged_data_are_found_too(finished, tmp_path):
-    p = _copy(finished, tmp_path)
+def test_damaged_data_are_found_too(reference, tmp_path):
+    p = _copy(reference, tmp_path)
     victim = next(iter(sorted((p / "observed_data").rglob("c/*"))))
     victim = victim if victim.is_file() else next(f for f in victim.rglob("*") if f.is_file())
     victim.write_bytes(victim.read_bytes()[:-1])  # truncated
     assert verify_store(p).corrupt == [victim.relative_to(p).as_posix()]
 
 
-def test_a_store_written_before_digests_is_reported_unverifiable(finished, tmp_path):
-    p = _copy(finished, tmp_path)
+def test_a_store_written_before_digests_is_reported_unverifiable(reference, tmp_path):
+    p = _copy(reference, tmp_path)
     for f in (p / COMMIT_DIR).glob("chunks-*.json"):
         f.unlink()
     report = verify_store(p)
@@ -156,8 +149,8 @@ def test_a_store_written_before_digests_is_reported_unverifiable(finished, tmp_p
     assert "written before chunk digests" in report.describe()
 
 
-def test_summary_and_plot_refuse_a_damaged_store_instead_of_printing_nan(finished, tmp_path):
-    p = _copy(finished, tmp_path)
+def test_summary_and_plot_refuse_a_damaged_store_instead_of_printing_nan(reference, tmp_path):
+    p = _copy(reference, tmp_path)
     _a_committed_chunk(p, "posterior", "sd", chain=1).unlink()
     with pytest.warns(StoreIntegrityWarning):
         tree = open_store(p)
@@ -166,27 +159,27 @@ def test_summary_and_plot_refuse_a_damaged_store_instead_of_printing_nan(finishe
     # (a Python-API store has none; the config-backed path is in test_cli)
     with pytest.raises(StoreIntegrityError, match=r"is damaged, so its posterior would be wrong"):
         cli._intact(store_mod, str(p))
-    cli._intact(store_mod, str(finished))  # an intact store passes
+    cli._intact(store_mod, str(reference))  # an intact store passes
 
 
-def test_lost_commit_markers_are_rebuilt_from_the_checkpoint(model, finished, tmp_path):
+def test_lost_commit_markers_are_rebuilt_from_the_checkpoint(model, reference, tmp_path):
     """``.commits/`` gone (a copy that skipped dot-directories) with every draw and the
     checkpoints there: never "delete it"; resume rebuilds the markers, the same bytes."""
     from .test_runs import _assert_same_store
 
-    p = _copy(finished, tmp_path)
+    p = _copy(reference, tmp_path)
     shutil.rmtree(p / COMMIT_DIR)
     with pytest.raises(StoreIntegrityError, match=r"lost its commit markers.*Do not delete"):
         open_store(p)
     with pytest.raises(StoreIntegrityError, match="lattice-lgm resume"):
         RunStore(p)
     sample(model, store=p, resume=True, **RUN)
-    _assert_same_store(finished, p)
+    _assert_same_store(reference, p)
     assert verify_store(p).ok
 
 
-def test_lost_markers_without_checkpoints_are_not_rebuilt(finished, tmp_path):
-    p = _copy(finished, tmp_path)
+def test_lost_markers_without_checkpoints_are_not_rebuilt(reference, tmp_path):
+    p = _copy(reference, tmp_path)
     shutil.rmtree(p / COMMIT_DIR)
     shutil.rmtree(p / ".checkpoint")
     with pytest.raises(StoreIntegrityError, match=r"copy \.commits/ and \.checkpoint/"):
@@ -246,12 +239,12 @@ def test_a_second_writer_of_a_chain_is_refused_naming_the_holder(model, tmp_path
     assert os.path.isdir(p / LOCK_DIR)
 
 
-def test_a_chunk_rewritten_after_the_last_commit_is_not_damage(model, finished, tmp_path):
+def test_a_chunk_rewritten_after_the_last_commit_is_not_damage(model, reference, tmp_path):
     """A run stopped between writing a block's summaries and committing it leaves files newer
     than its commit: verify says so (not corrupt), resume goes through and rewrites them."""
     import time
 
-    p = _copy(finished, tmp_path)
+    p = _copy(reference, tmp_path)
     victim = p / "summaries" / "n_draws" / "c" / "1"
     time.sleep(0.01)
     data = bytearray(victim.read_bytes())
@@ -262,7 +255,7 @@ def test_a_chunk_rewritten_after_the_last_commit_is_not_damage(model, finished, 
     assert "rewritten after the last commit" in report.describe()
 
 
-def test_a_full_disk_is_a_clear_error_and_the_store_resumes_exactly(model, finished, tmp_path,
+def test_a_full_disk_is_a_clear_error_and_the_store_resumes_exactly(model, reference, tmp_path,
                                                                     monkeypatch):
     import errno
 
@@ -286,7 +279,7 @@ def test_a_full_disk_is_a_clear_error_and_the_store_resumes_exactly(model, finis
     monkeypatch.setattr(RunStore, "write", orig)
     assert verify_store(p).ok
     sample(model, store=p, resume=True, **RUN)
-    _assert_same_store(finished, p)
+    _assert_same_store(reference, p)
 
 
 def test_a_read_only_location_is_refused_before_any_work(model, tmp_path, monkeypatch):

@@ -188,20 +188,20 @@ def _cos_sin(t, ct, st):  # pragma: no cover - numba
 @numba.njit(nogil=True, cache=True)
 def _slice_update(kind, gens, it, f, nu, white, wn, loglik, sidx, base, y, aux, const,
                   bracket, block, max_evals, trace, n_evals, last_t, err, fs, ints,
-                  uniforms):  # pragma: no cover - numba
+                  uniforms, xa):  # pragma: no cover - numba
     """Steps 2–10 of one update of every chain and the rotation, after step 1 (``wn``, ``nu``).
 
     Murray, Adams & MacKay (2010), Figure 2, drawing from each chain's own Generator exactly
     what :meth:`EllipticalSlice.step` draws after the white noise, in the same order (per
     chain the threshold's and the bracket's uniforms, then blocks of ``block`` shrink
     uniforms for the chains still shrinking), through the same kernels.  ``fs`` (7, m) and
-    ``ints`` (2, m) are scratch.  Returns False at an error (``err``: kind 1 NaN, 2 shrink
+    ``ints`` (2, m) are scratch, ``xa`` (m, 0) the absent coefficients' term (allocated
+    once per block, not per update).  Returns False at an error (``err``: kind 1 NaN, 2 shrink
     cap; chain; update ``it``).
     """
     m = f.shape[0]
     log_y, lo, hi, t, ct, st, out_ll = fs[0], fs[1], fs[2], fs[3], fs[4], fs[5], fs[6]
     status, ne = ints[0], ints[1]
-    xa = np.zeros((m, 0))
     for c in range(m):  # steps 2-3: threshold, initial bracket
         log_y[c] = loglik[c] - const + math.log(gens[c].random())
         if bracket >= TWO_PI:
@@ -266,13 +266,14 @@ def _dense_steps(kind, gens, n_steps, low, f, white, loglik, sidx, base, y, aux,
     fs = np.empty((7, m))
     ints = np.empty((2, m), dtype=np.int64)
     uniforms = np.zeros((m, block))
+    xa = np.zeros((m, 0))
     for it in range(n_steps):
         for c in range(m):  # step 1: ν ~ N(0, K) through the factor
             wn[c, :] = gens[c].standard_normal(n)
         _lower_matvecs(low, wn, nu)
         if not _slice_update(kind, gens, it, f, nu, white, wn, loglik, sidx, base, y, aux,
                              const, bracket, block, max_evals, trace, n_evals, last_t, err,
-                             fs, ints, uniforms):
+                             fs, ints, uniforms, xa):
             return it
     return n_steps
 
@@ -334,13 +335,14 @@ def _spectral_steps(kind, gens, n_steps, mults, rev, planes, n_last, c2r_in, c2r
     fs = np.empty((7, m))
     ints = np.empty((2, m), dtype=np.int64)
     uniforms = np.zeros((m, block))
+    xa = np.zeros((m, 0))
     for it in range(n_steps):
         for c in range(m):
             wn_re[c, :] = gens[c].standard_normal(wn_re.shape[1])
         _spectral_colour(mults, rev, planes, n_last, c2r_in, c2r_out, plans, execute, wn, nu)
         if not _slice_update(kind, gens, it, f, nu, white, wn, loglik, sidx, base, y, aux,
                              const, bracket, block, max_evals, trace, n_evals, last_t, err,
-                             fs, ints, uniforms):
+                             fs, ints, uniforms, xa):
             return it
     return n_steps
 
