@@ -32,7 +32,7 @@ class LGCPView:
         lat = model.lattice
         self.dims, self.shape = tuple(lat.dims), tuple(lat.shape)
         self.field_coords = {k: np.asarray(v) for k, v in lat.coords().items()}
-        self.coef_names = list(model.coef_names)
+        self.coef_names = list(model.covariate_names)
         self.inside = np.asarray(model.inside, dtype=bool)
         self.units = getattr(lat, "units", None) or ""
 

@@ -2,13 +2,14 @@
 
 The draws are an ArviZ-layout ``posterior`` :class:`xarray.Dataset` with dims ``(chain, draw)``
 first: ``f`` on the lattice (``chain, draw, *lattice.dims``), the hyperparameters ``sd``,
-``range`` and ``mean`` (the intercept), and ``beta`` (``chain, draw, covariate``) when the model
-has covariates.  :func:`posterior_dataset` builds it from sampler states; the store (a later
+``range`` and ``intercept``, and ``beta`` (``chain, draw, covariate``) when the model has
+covariates — the intercept and coefficients on the covariates' original scale, whatever the
+sampler's parametrisation (standardised columns, intercept as hyperparameter or in the block).  :func:`posterior_dataset` builds it from sampler states; the store (a later
 issue) writes the same layout.
 
 Conventions (DESIGN §9):
 
-- **intensity** ``λ(s) = exp(mean + X(s)β + f(s) + offset)`` in points per unit area of the
+- **intensity** ``λ(s) = exp(intercept + X(s)β + f(s) + offset)`` in points per unit area of the
   lattice's coordinate units (per m² for metres); ``per="ha"``/``"km2"``/``"m2"`` converts when
   the units are known.  Cells outside the window are NaN (λ is not defined there).
 - **relative risk** ``RR(s) = exp(f(s) − sd²/2)``: the field's multiplicative effect, with prior
@@ -95,7 +96,8 @@ def posterior_dataset(model: Any, states: Sequence[Any]) -> xr.Dataset:
     -------
     xarray.Dataset
         ``f`` (chain, draw, *dims) on the lattice (window cells of the prior's state),
-        ``sd``, ``range``, ``mean`` (chain, draw), ``beta`` (chain, draw, covariate) if any,
+        ``sd``, ``range``, ``intercept`` (chain, draw), ``beta`` (chain, draw, covariate) on the
+        covariates' original scale if any,
         and ``loglik`` (chain, draw).
     """
     if not states:
@@ -113,18 +115,33 @@ def posterior_dataset(model: Any, states: Sequence[Any]) -> xr.Dataset:
         f[:, k] = s.f.reshape(n, -1)[:, idx].reshape(n, *lat.shape)
     cd = {"chain": chains, "draw": np.arange(d)}
     data = {"f": (("chain", "draw", *lat.dims), f)}
-    as_coef = set(getattr(model, "hyper_coefficients", {}).values())
-    for name in states[0].theta:
-        if name not in as_coef:  # hyperparameter coefficients go into ``beta`` below
-            data[name] = (("chain", "draw"), np.stack([s.theta[name] for s in states], axis=1))
+    theta = {k: np.stack([s.theta[k] for s in states], axis=1) for k in states[0].theta}
+    coef = np.stack([model.coefficient_draws(s) for s in states], axis=1)
+    data.update(_reported(model, theta, coef))
     data["loglik"] = (("chain", "draw"), np.stack([s.loglik for s in states], axis=1))
-    if model.coef_names:
-        data["beta"] = (("chain", "draw", "covariate"),
-                        np.stack([model.coefficient_draws(s) for s in states], axis=1))
-        cd["covariate"] = list(model.coef_names)
+    if model.covariate_names:
+        cd["covariate"] = list(model.covariate_names)
     coords = {**cd, **{k: v for k, v in lat.coords().items()}}
     return xr.Dataset(data, coords=coords,
                       attrs={"units": lat.units or "", "backend": model.backend})
+
+
+def _reported(model: Any, theta: dict[str, np.ndarray], coef: np.ndarray,
+              ) -> dict[str, tuple[tuple[str, ...], np.ndarray]]:
+    """The posterior's scalar variables and ``beta`` from the sampler's parameters.
+
+    The covariance hyperparameters keep their names; the intercept (a hyperparameter or the
+    block's first coefficient) becomes ``intercept`` and the covariates' coefficients ``beta``,
+    both on the covariates' original scale (:meth:`LGCP.reported_coefficients`), so the store,
+    the summary table and :func:`log_intensity` use one name and one scale for each.
+    """
+    skip = {"mean", *getattr(model, "hyper_coefficients", {}).values()}
+    out = {k: (("chain", "draw"), v) for k, v in theta.items() if k not in skip}
+    icpt, beta = model.reported_coefficients(coef, theta.get("mean"))
+    out["intercept"] = (("chain", "draw"), icpt)
+    if model.covariate_names:
+        out["beta"] = (("chain", "draw", "covariate"), beta)
+    return out
 
 
 def _require(posterior: xr.Dataset, *names: str) -> None:
@@ -136,26 +153,22 @@ def _require(posterior: xr.Dataset, *names: str) -> None:
 
 
 def log_intensity(model: Any, posterior: xr.Dataset) -> xr.DataArray:
-    """``log λ = mean + Xβ + f + offset`` per draw; NaN outside the window.
+    """``log λ = intercept + Xβ + f + offset`` per draw; NaN outside the window.
 
     Returns
     -------
     xarray.DataArray, dims (chain, draw, *lattice.dims)
     """
-    _require(posterior, "f")
-    eta = posterior["f"]
-    if "mean" in model.model.hyper_names:
-        _require(posterior, "mean")
-        eta = eta + posterior["mean"]
-    else:
-        eta = eta + model.model.mean
-    if model.coef_names:
+    _require(posterior, "f", "intercept")
+    eta = posterior["f"] + posterior["intercept"]
+    if model.covariate_names:
         _require(posterior, "beta")
-        cols = [] if model.design is None else [np.nan_to_num(model.design.X, nan=0.0)]
-        if len(model.coef_names) > (0 if model.design is None else model.design.p):
-            cols.insert(0, np.ones((*model.lattice.shape, 1)))  # the block intercept
-        X = xr.DataArray(np.concatenate(cols, axis=-1), dims=(*model.lattice.dims, "covariate"),
-                         coords={"covariate": list(model.coef_names)})
+        d = model.design
+        # the original columns (``beta`` is on their scale); cells outside the window are
+        # masked below, so their NaN may stand as the centre
+        x = d.center + d.scale * np.nan_to_num(d.X, nan=0.0)
+        X = xr.DataArray(x, dims=(*model.lattice.dims, "covariate"),
+                         coords={"covariate": list(model.covariate_names)})
         eta = eta + xr.dot(posterior["beta"], X, dim="covariate")
     if model.offset is not None:
         eta = eta + xr.DataArray(model.offset, dims=model.lattice.dims)
@@ -350,15 +363,16 @@ def prior_dataset(model: Any, n: int, rng: np.random.Generator) -> xr.Dataset:
         f[i] = prior.sample(rng, 1)[0]  # exact draws on the window (every backend)
     data = {"f": (("chain", "draw", *lat.dims), f[None])}
     as_coef = getattr(model, "hyper_coefficients", {})
-    data.update({k: (("chain", "draw"), v[None]) for k, v in draws.items()
-                 if k not in as_coef.values()})
     coords: dict[str, Any] = {"chain": [0], "draw": np.arange(n), **lat.coords()}
+    coef = np.zeros((n, 0))
     if model.coef_names:
         sds = np.asarray(model.model.beta_sd)
         block = iter((sds * rng.standard_normal((n, len(sds)))).T)
-        cols = [draws[as_coef[c]] if c in as_coef else next(block) for c in model.coef_names]
-        data["beta"] = (("chain", "draw", "covariate"), np.stack(cols, axis=1)[None])
-        coords["covariate"] = list(model.coef_names)
+        coef = np.stack([draws[as_coef[c]] if c in as_coef else next(block)
+                         for c in model.coef_names], axis=1)
+    data.update(_reported(model, {k: v[None] for k, v in draws.items()}, coef[None]))
+    if model.covariate_names:
+        coords["covariate"] = list(model.covariate_names)
     return xr.Dataset(data, coords=coords, attrs={"units": lat.units or "", "source": "prior"})
 
 
@@ -541,16 +555,13 @@ def summary(model: Any, posterior: xr.Dataset, *, bound_fraction: float = 0.9,
                                    "range": posterior["range"].values}
     if "range_t" in posterior:
         rows["range_t"] = posterior["range_t"].values
-    beta = posterior["beta"].values if "beta" in posterior else np.zeros((*rows["sd"].shape, 0))
-    mean = posterior["mean"].values if "mean" in posterior else np.zeros(rows["sd"].shape)
-    if model.coef_names:
-        b, icpt = model.coefficients_original(beta, mean)
-    else:
-        b, icpt = np.zeros((*mean.shape, 0)), mean
-    rows["intercept"] = np.asarray(icpt) + 0.0
-    names = [n for n in (model.design.names if model.design is not None else [])]
-    for k, n in enumerate(names):
-        rows[n] = b[..., k]
+    _require(posterior, "intercept")
+    rows["intercept"] = posterior["intercept"].values
+    names = list(model.covariate_names)
+    if names:
+        _require(posterior, "beta")
+        for n in names:
+            rows[n] = posterior["beta"].sel(covariate=n).values
     check: dict[str, float] = {}
     if model.min_contrast is not None:
         check.update(sd=model.min_contrast.sd, range=model.min_contrast.range)

@@ -4,7 +4,8 @@ Layout (DESIGN §6).  One group per ArviZ group, each array with ``dimension_nam
 ``xarray.open_datatree(path, engine="zarr")`` and ArviZ read it with no converter::
 
     <path>/                      root attrs: config, priors, library versions, data hash
-      posterior/                 hyperparameters (chain, draw), beta (chain, draw, covariate),
+      posterior/                 hyperparameters (chain, draw), intercept (chain, draw) and
+                                 beta (chain, draw, covariate) on the covariates' original scale,
                                  f (chain, draw, *model dims) float32 when fields are kept
                                  every draw
       posterior_fields/          f (chain, draw, *dims) when thin_fields > 1; its ``draw``
@@ -95,7 +96,8 @@ CHECKPOINT_DIR = ".checkpoint"
 KEEP_GENERATIONS = 2
 #: libraries whose versions change the bits of a run (compared on resume)
 BIT_LIBRARIES = ("lattice_lgm", "numpy", "scipy", "numba", "pyfftw")
-FORMAT_VERSION = 1
+#: the layout of a run store (see describe_problem for what changed between versions)
+FORMAT_VERSION = 2
 
 
 class StoreExistsError(LatticeLGMError, FileExistsError):
@@ -625,11 +627,14 @@ def store_problem(path: str | os.PathLike) -> str | None:
         ``"not a store"`` (no ``zarr.json``); ``"half-created"`` (the arrays' layout began
         but ``.commits/`` was never made: no draw can have been written); ``"markers lost"``
         (no ``.commits/``, yet draws or checkpoints are there: e.g. copied by a tool that
-        skips dot-directories).
+        skips dot-directories); ``"other format"`` (written by a version of lattice_lgm whose
+        layout differs from :data:`FORMAT_VERSION`).
     """
     p = Path(path)
     if not (p / "zarr.json").is_file():
         return "not a store"
+    if _format_of(p) not in (None, FORMAT_VERSION):
+        return "other format"
     if (p / COMMIT_DIR).is_dir():
         return None
     ckpts = list((p / CHECKPOINT_DIR).glob("ckpt*.npz")) if (p / CHECKPOINT_DIR).is_dir() else []
@@ -665,6 +670,13 @@ def describe_problem(path: str | os.PathLike, problem: str) -> str:
     if problem == "not a store":
         return (f"store={p!r} is not a run store (no zarr.json); give the directory that "
                 "sample(..., store=...) or `lattice-lgm run` wrote.")
+    if problem == "other format":
+        return (f"store={p!r} has layout version {_format_of(Path(path))}; this lattice_lgm "
+                f"reads and writes version {FORMAT_VERSION} (version 2 stores the intercept "
+                "as posterior.intercept and beta on the covariates' original scale, where "
+                "version 1 had posterior.mean and standardised beta). Read it with the "
+                "lattice_lgm that wrote it (its version is in the store's attrs), or run the "
+                "model again into a new store.")
     if problem == "half-created":
         return (f"store={p!r} was never fully created (no {COMMIT_DIR}/): the process making it "
                 "stopped while it laid out the arrays, before any draw was written, so it "
@@ -678,6 +690,16 @@ def describe_problem(path: str | os.PathLike, problem: str) -> str:
                "the newest checkpoint and finishes the run." if n else
                f"copy {COMMIT_DIR}/ and {CHECKPOINT_DIR}/ over from the original, if it "
                "still exists; without them the draws cannot be told from placeholders."))
+
+
+def _format_of(path: Path) -> int | None:
+    """The ``lattice_lgm_format`` of a store's root attributes (None before they are written)."""
+    try:
+        meta = json.loads((path / "zarr.json").read_text())
+    except (OSError, ValueError):
+        return None
+    fmt = (meta.get("attributes") or {}).get("lattice_lgm_format")
+    return None if fmt is None else int(fmt)
 
 
 def _digest(path: Path) -> str:

@@ -328,8 +328,8 @@ def test_maps_values_and_units(project, tmp_path, monkeypatch):
     lam = drawn["posterior mean intensity"]
     assert lam.attrs["units"] == "points per ha"
     post, m = project.post, project.model
-    eta = post["f"].values + post["mean"].values[..., None, None]
-    x = np.nan_to_num(m.design.X, nan=0.0)  # (y, x, p)
+    eta = post["f"].values + post["intercept"].values[..., None, None]
+    x = m.design.center + m.design.scale * np.nan_to_num(m.design.X, nan=0.0)  # (y, x, p)
     eta = eta + np.einsum("cdp,yxp->cdyx", post["beta"].values, x)
     per_m2 = np.exp(eta).mean(axis=(0, 1))
     np.testing.assert_allclose(lam.transpose("y", "x").values, per_m2 * 1e4, rtol=1e-12)

@@ -10,7 +10,7 @@ import pytest
 import xarray as xr
 
 from lattice_lgm import LGCP, Lattice, analysis
-from lattice_lgm.errors import InvalidParameterError, UnsupportedOperationError
+from lattice_lgm.errors import InvalidParameterError, ShapeMismatchError, UnsupportedOperationError
 from lattice_lgm.hyperpriors import LogNormal, PCPriorRange
 from lattice_lgm.samplers import chain_rngs
 
@@ -142,7 +142,7 @@ def _fake_posterior(model, seed=1, chains=2, draws=5):
         {"f": (("chain", "draw", *lat.dims), f),
          "sd": (("chain", "draw"), rng.uniform(0.5, 1.5, (chains, draws))),
          "range": (("chain", "draw"), rng.uniform(40, 80, (chains, draws))),
-         "mean": (("chain", "draw"), rng.normal(-3.5, 0.1, (chains, draws))),
+         "intercept": (("chain", "draw"), rng.normal(-3.5, 0.1, (chains, draws))),
          "beta": (("chain", "draw", "covariate"), rng.normal(0, 0.3, (chains, draws, 1)))},
         coords={"chain": np.arange(chains), "draw": np.arange(draws), "covariate": ["z"],
                 **lat.coords()})
@@ -151,8 +151,9 @@ def _fake_posterior(model, seed=1, chains=2, draws=5):
 
 def test_intensity_units_and_formula(model):
     post = _fake_posterior(model)
-    X = np.nan_to_num(model.design.X[..., 0])
-    eta = (post["f"].values + post["mean"].values[..., None, None]
+    d = model.design  # beta is on the covariate's original scale
+    X = d.center[0] + d.scale[0] * np.nan_to_num(d.X[..., 0])
+    eta = (post["f"].values + post["intercept"].values[..., None, None]
            + post["beta"].values[..., 0][..., None, None] * X)
     lam = analysis.intensity(model, post)
     np.testing.assert_allclose(lam.values, np.exp(eta), rtol=1e-12)
@@ -215,8 +216,14 @@ def test_a_short_run_gives_a_posterior_in_the_documented_layout(model):
                                   state.f.reshape(2, -1)[:, idx])
     s = analysis.summarize(analysis.intensity(model, post))
     assert set(s.data_vars) == {"mean", "sd", "quantiles"}
-    b, i = model.coefficients_original(post["beta"].values, post["mean"].values)
-    assert b.shape == (2, 3, 1) and i.shape == (2, 3)
+    # intercept and beta are reported on the original scale: the log-intensity they give is
+    # the sampler's own, on standardised columns
+    own = (post["f"].values[:, -1] + state.theta["mean"][:, None, None]
+           + model.coefficient_draws(state)[:, 0, None, None]
+           * np.nan_to_num(model.design.X[..., 0]))
+    np.testing.assert_allclose(analysis.log_intensity(model, post).values[:, -1], own,
+                               rtol=1e-10, atol=1e-12)
+    assert post["intercept"].shape == (2, 3) and "mean" not in post
 
 
 # -- maps and export ------------------------------------------------------------------------------
@@ -289,7 +296,7 @@ def _fixed_posterior(model, *, log_lambda, sd, rng_range, f=None, draws=20, seed
     data = {"f": (("chain", "draw", *lat.dims), f),
             "sd": (("chain", "draw"), np.full((1, n), sd)),
             "range": (("chain", "draw"), np.full((1, n), rng_range)),
-            "mean": (("chain", "draw"), np.full((1, n), log_lambda))}
+            "intercept": (("chain", "draw"), np.full((1, n), log_lambda))}
     return xr.Dataset(data, coords=coords)
 
 
@@ -387,7 +394,7 @@ def test_bei_builds_with_its_covariates():
     assert m.exposure.sum() == pytest.approx(5e5)
     # the slope covariate raises intensity
     # (the known association; mean grad at trees 0.102 vs 0.082 over the plot, data/README.md)
-    b, _ = m.coefficients_original(m.glm.coef, m.glm.intercept)
+    _, b = m.reported_coefficients(m.glm.coef, m.glm.intercept)
     assert b[1] > 0 and m.glm.coef[1] / m.glm.se[2] > 10
     text = m.describe()
     assert "3604 points" in text and "elev" in text and "grad" in text
@@ -401,17 +408,19 @@ def test_intercept_in_the_gaussian_block(model):
     centre = math.log(300 / 1e4)
     np.testing.assert_allclose(m.offset, centre)
     np.testing.assert_allclose(m.model.beta_sd, [5.0, 1.0])
-    # the same log-intensity as the hyper model when block intercept + centre = mean
-    post = _fake_posterior(model)
-    stacked = np.stack([post["mean"].values - centre, post["beta"].values[..., 0]], axis=-1)
-    blk = post.drop_vars(["mean", "beta", "covariate"]).assign(
-        beta=(("chain", "draw", "covariate"), stacked)).assign_coords(covariate=m.coef_names)
-    np.testing.assert_allclose(analysis.log_intensity(m, blk).values,
-                               analysis.log_intensity(model, post).values, rtol=1e-12)
-    b, i = m.coefficients_original(blk["beta"].values)
-    b2, i2 = model.coefficients_original(post["beta"].values, post["mean"].values)
+    # the same reported intercept and coefficient as the hyper model when block intercept +
+    # centre = the hyper model's intercept parameter
+    rng = np.random.default_rng(3)
+    mean, b_std = rng.normal(-3.5, 0.1, (2, 5)), rng.normal(0, 0.3, (2, 5))
+    i, b = m.reported_coefficients(np.stack([mean - centre, b_std], axis=-1))
+    i2, b2 = model.reported_coefficients(b_std[..., None], mean)
     np.testing.assert_allclose(b, b2, rtol=1e-12)
     np.testing.assert_allclose(i, i2, rtol=1e-12)
+    d = model.design  # and they are the original scale's: a + b z = a' + b' x
+    np.testing.assert_allclose(b[..., 0], b_std / d.scale[0], rtol=1e-12)
+    np.testing.assert_allclose(i, mean - b_std * d.center[0] / d.scale[0], rtol=1e-12)
+    with pytest.raises(ShapeMismatchError, match="coef"):
+        m.reported_coefficients(b_std[..., None])
     rngs = chain_rngs(4, 2)
     state = m.init_state(rngs)
     state, _ = m.sampler(n_latent=2).step(state, rngs)
@@ -439,9 +448,9 @@ def test_summary_table_diagnostics_and_notes(model):
     df = analysis.summary(model, post)
     assert list(df.index) == ["sd", "range", "intercept", "z"]
     np.testing.assert_allclose(df.loc["sd", "mean"], post["sd"].values.mean())
-    b, i = model.coefficients_original(post["beta"].values, post["mean"].values)
-    np.testing.assert_allclose(df.loc["z", "mean"], b[..., 0].mean())
-    np.testing.assert_allclose(df.loc["intercept", "97.5%"], np.quantile(i, 0.975))
+    np.testing.assert_allclose(df.loc["z", "mean"], post["beta"].values[..., 0].mean())
+    np.testing.assert_allclose(df.loc["intercept", "97.5%"],
+                               np.quantile(post["intercept"].values, 0.975))
     assert df.loc["sd", "cross_check"] == model.min_contrast.sd
     assert np.isfinite(df["r_hat"]).all() and (df["ess_bulk"] > 0).all()
     # independent draws: R-hat near 1, no convergence note; chains shifted apart: the note
@@ -521,7 +530,10 @@ def test_coefficients_as_hyperparameters(model):
     assert not np.array_equal(state.theta["beta_z"], b0)
     post = analysis.posterior_dataset(m, states)
     assert "beta_z" not in post and list(post["beta"]["covariate"].values) == ["z"]
-    np.testing.assert_array_equal(post["beta"].values[:, -1, 0], state.theta["beta_z"])
+    # reported on the original scale, as in the block parameterisation
+    i, b = m.reported_coefficients(state.theta["beta_z"][:, None], state.theta["mean"])
+    np.testing.assert_array_equal(post["beta"].values[:, -1], b)
+    np.testing.assert_array_equal(post["intercept"].values[:, -1], i)
     table = analysis.summary(m, post)
     assert "z" in table.index
     prior = analysis.prior_dataset(m, 50, np.random.default_rng(0))

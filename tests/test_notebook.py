@@ -26,7 +26,7 @@ formula = "~ elev + grad"
 [sampling]
 seed = 5
 chains = 2
-tune = 10
+tune = 20
 draws = 20
 n_latent = 2
 checkpoint_every = 10

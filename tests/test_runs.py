@@ -108,7 +108,7 @@ def test_memory_and_store_runs_agree_and_have_the_arviz_layout(model, reference)
     post = disk["posterior"]
     assert post["f"].dims == ("chain", "draw", "y", "x") and post["f"].dtype == np.float32
     assert post["f"].shape == (2, 9, 16, 16)
-    assert set(post.data_vars) == {"sd", "range", "mean", "beta", "f"}
+    assert set(post.data_vars) == {"sd", "range", "intercept", "beta", "f"}
     assert list(post["beta"]["covariate"].values) == ["z"]
     attrs = disk.attrs
     assert attrs["run_config"]["seed"] == 11 and attrs["run_config"]["draws"] == 9
@@ -118,8 +118,8 @@ def test_memory_and_store_runs_agree_and_have_the_arviz_layout(model, reference)
     # ArviZ reads the tree as is
     import arviz as az
 
-    summ = az.summary(disk["posterior"].to_dataset()[["sd", "range", "mean"]])
-    assert list(summ.index) == ["sd", "range", "mean"]
+    summ = az.summary(disk["posterior"].to_dataset()[["sd", "range", "intercept"]])
+    assert list(summ.index) == ["sd", "range", "intercept"]
 
 
 def test_online_summaries_match_the_stored_draws(model, reference):
@@ -632,16 +632,31 @@ def test_initvals_start_the_chains_where_asked(model):
     (a latent-only sweep), the hyperparameters stay exactly at the given values."""
     from lattice_lgm.samplers import EllipticalSlice, Gibbs
 
-    starts = [{"sd": 0.5, "range": 30.0, "mean": -3.6}, {"sd": 0.9, "range": 45.0, "mean": -3.4}]
+    starts = [{"sd": 0.5, "range": 30.0, "intercept": -3.6},
+              {"sd": 0.9, "range": 45.0, "intercept": -3.4}]
     step = Gibbs(None, EllipticalSlice(model.model), n_latent=1)
     t = sample(model, **PW, draws=2, tune=0, chains=2, random_seed=1, checkpoint_every=2,
                progressbar=False, initvals=starts, step=step)
+    post, d = t["posterior"], model.design
+    # the intercept is named and scaled as the posterior reports it: on the covariate's
+    # original scale at the starting (GLM) coefficient; the block's coefficient then moves,
+    # the sampler's own intercept parameter stays
+    b0 = model.start["beta_z"] / d.scale[0]
+    own = post["intercept"].values + post["beta"].values[..., 0] * d.center[0]
     for c, st in enumerate(starts):
-        for k, v in st.items():
-            np.testing.assert_array_equal(t["posterior"][k].values[c], [v, v])
+        for k in ("sd", "range"):
+            np.testing.assert_array_equal(post[k].values[c], [st[k], st[k]])
+        np.testing.assert_allclose(own[c], st["intercept"] + b0 * d.center[0], rtol=1e-12)
     with pytest.raises(InvalidParameterError, match="initvals"):
         sample(model, **PW, draws=2, tune=0, chains=2, random_seed=1, progressbar=False,
                initvals=starts[:1])
+    for bad, match in (({"mean": -3.6}, r"initvals\[0\] names \['mean'\].*'intercept'"),
+                       ({"sd": -1.0}, r"initvals\[0\]\['sd'\]=-1.0 is outside"),
+                       ({"range": float("nan")}, r"initvals\[0\]\['range'\]=nan"),
+                       ({"intercept": float("inf")}, r"'intercept'\]=inf")):
+        with pytest.raises(InvalidParameterError, match=match):
+            sample(model, **PW, draws=2, tune=0, chains=2, random_seed=1, progressbar=False,
+                   initvals=[bad, bad])
 
 
 def test_library_versions_match_the_modules_without_importing_them():

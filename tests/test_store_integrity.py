@@ -18,6 +18,7 @@ import pytest
 
 from lattice_lgm import cli
 from lattice_lgm import store as store_mod
+from lattice_lgm.errors import InvalidParameterError
 from lattice_lgm.runs import sample
 from lattice_lgm.store import (
     COMMIT_DIR,
@@ -340,3 +341,23 @@ def test_chains_whose_working_memory_does_not_fit_are_refused_before_the_warm_st
         sample(model, **{**RUN, "max_memory_gb": per_chain / 2**30})
     monkeypatch.setattr(T, "available_memory", lambda: 2.5 * per_chain)
     sample(model, store=tmp_path / "ok.zarr", **RUN)  # two chains fit
+
+
+def test_a_store_of_another_layout_version_is_refused_by_name(model, reference, tmp_path,
+                                                              monkeypatch):
+    """A format-1 store (intercept as ``posterior.mean``, standardised ``beta``) is named as
+    such by every reader and by resume, never read with today's meaning."""
+    p = _copy(reference, tmp_path)
+    meta = json.loads((p / "zarr.json").read_text())
+    assert meta["attributes"]["lattice_lgm_format"] == store_mod.FORMAT_VERSION
+    meta["attributes"]["lattice_lgm_format"] = 1
+    (p / "zarr.json").write_text(json.dumps(meta))
+    match = r"layout version 1; this lattice_lgm reads and writes version 2"
+    with pytest.raises(InvalidParameterError, match=match):
+        open_store(p)
+    with pytest.raises(InvalidParameterError, match=match):
+        verify_store(p)
+    with pytest.raises(InvalidParameterError, match=match):
+        sample(model, store=p, resume=True, progressbar=False)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["summary", str(p)]) != 0

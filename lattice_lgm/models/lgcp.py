@@ -51,7 +51,7 @@ import numpy as np
 
 from .._validation import positive_float
 from ..covariance import Covariance, Matern, SpaceTime
-from ..errors import InvalidParameterError, UnsupportedOperationError
+from ..errors import InvalidParameterError, ShapeMismatchError, UnsupportedOperationError
 from ..hyperpriors import Hyperprior, Normal, PCPriorRange, PCPriorSD
 from ..lattice import Lattice
 from ..likelihoods import Poisson
@@ -169,7 +169,7 @@ class LGCP:
         Regridding method per covariate (``"area"`` default, ``"nearest"``, ``"majority"``).
     center, scale : bool
         Standardise covariate columns over the window (exposure-weighted); coefficients are
-        reported on the original scale by :meth:`coefficients_original`.
+        reported on the original scale (:meth:`reported_coefficients`).
     backend : {"circulant", "gmrf", "dense"}
         Field prior: circulant embedding (Matérn ``nu``), Matérn-SPDE GMRF (``ν = α − d/2``,
         ``alpha``), or dense (the oracle; refused above 4096 cells unless ``allow_dense``).
@@ -667,7 +667,8 @@ class LGCP:
         """
         from ..samplers import init_state, warm_start
 
-        starts = self.chain_starts(rngs, spread) if theta is None else theta
+        starts = (self.chain_starts(rngs, spread) if theta is None
+                  else [self.sampler_theta(t, f"initvals[{k}]") for k, t in enumerate(theta)])
         if not warm:
             self.last_warm_start = None
             return init_state(self.model, rngs, chains=chains, theta=starts)
@@ -675,6 +676,60 @@ class LGCP:
         state, report = warm_start(self.model, rngs, full, chains=chains)
         self.last_warm_start = report
         return state
+
+    def sampler_theta(self, values: Mapping[str, float], arg: str = "theta") -> dict[str, float]:
+        """Starting values named as the posterior names them, in the sampler's parameters.
+
+        ``intercept`` is on the covariates' original scale (as ``posterior.intercept``); the
+        sampler's intercept hyperparameter works on standardised columns, so it is shifted by
+        ``Σ_j β_j c_j / s_j`` with the starting coefficients ``β`` (those given, else the
+        Poisson GLM's).
+
+        Parameters
+        ----------
+        values : mapping of str to float
+            Any of ``sd``, ``range`` (``range_t``), ``intercept`` (unless
+            ``intercept="block"``) and ``beta_<covariate>`` (``coefficients="hyper"``).
+        arg : str
+            The argument's name in error messages.
+
+        Returns
+        -------
+        dict of str to float
+
+        Raises
+        ------
+        InvalidParameterError
+            An unknown name, a non-finite value or one outside its prior's support.
+        """
+        hyper = {k: hp for k, hp in self.model.hyperpriors.items() if k != "mean"}
+        names = [*hyper, *(["intercept"] if "mean" in self.model.hyperpriors else [])]
+        unknown = sorted(set(values) - set(names))
+        if unknown:
+            extra = (" (with intercept='block' the intercept starts inside the Gaussian "
+                     "block: drop it)" if "intercept" in unknown else "")
+            raise InvalidParameterError(
+                f"{arg} names {unknown}, which this model does not sample{extra}; give any of "
+                f"{names}.")
+        out: dict[str, float] = {}
+        for k, v in values.items():
+            x = float(v)
+            ok = math.isfinite(x) and (k == "intercept" or
+                                       bool(np.isfinite(hyper[k].logpdf(x))))
+            if not ok:
+                raise InvalidParameterError(
+                    f"{arg}[{k!r}]={v!r} is outside the support of its prior "
+                    f"({self.model.hyperpriors['mean' if k == 'intercept' else k]!r}); give a "
+                    "finite value the prior allows.")
+            out[k] = x
+        if "intercept" in out:
+            shift = 0.0
+            if self.design is not None:
+                b = np.array([out.get(BETA_PREFIX + n, self.start[BETA_PREFIX + n])
+                              for n in self.design.names])
+                shift = float(np.sum(b / self.design.scale * self.design.center))
+            out["mean"] = out.pop("intercept") + shift
+        return out
 
     #: the report of the last warm start (:meth:`init_state`)
     last_warm_start: Any = None
@@ -695,30 +750,54 @@ class LGCP:
         return np.stack(cols, axis=1) if cols else np.zeros((n, 0))
 
     # -- reporting ----------------------------------------------------------------------------
-    def coefficients_original(self, beta: np.ndarray, intercept: np.ndarray | float = 0.0):
-        """Coefficients and intercept on the covariates' original scale.
+    @property
+    def covariate_names(self) -> tuple[str, ...]:
+        """The covariate columns' names: the ``covariate`` coordinate of ``posterior.beta``."""
+        return () if self.design is None else tuple(self.design.names)
+
+    def reported_coefficients(self, coef: np.ndarray, intercept: np.ndarray | float | None = None,
+                              ) -> tuple[np.ndarray, np.ndarray]:
+        """The intercept and the covariates' coefficients as reported: on the original scale.
+
+        The sampler works on standardised columns, with the intercept either a
+        hyperparameter (``theta["mean"]``) or the block's first coefficient (its prior centre
+        subtracted); a run's posterior, its summary table and :func:`~lattice_lgm.analysis.
+        log_intensity` all speak of one ``intercept`` and one ``beta`` on the covariates'
+        original scale, which this maps to.
 
         Parameters
         ----------
-        beta : ndarray, shape (..., p)
-            Standardised-scale coefficients (e.g. draws with leading chain/draw axes).
-        intercept : float or ndarray, shape (...)
+        coef : ndarray, shape (..., len(coef_names))
+            Coefficients on the sampler's scale, in :attr:`coef_names` order (e.g.
+            :meth:`coefficient_draws` stacked over draws).
+        intercept : float or ndarray, shape (...), optional
+            The intercept hyperparameter (``theta["mean"]``); required unless
+            ``intercept="block"``.
 
         Returns
         -------
-        beta_original : ndarray, shape (..., p)
-        intercept_original : ndarray, shape (...)
+        intercept : ndarray, shape (...)
+            ``log λ`` at the covariates' zero, without the field (whose prior mean is
+            ``sd²/2``).
+        beta : ndarray, shape (..., len(covariate_names))
         """
-        beta = np.asarray(beta, dtype=float)
+        coef = np.asarray(coef, dtype=float)
+        if coef.shape[-1:] != (len(self.coef_names),):
+            raise ShapeMismatchError(
+                f"coef has shape {coef.shape}; expected (..., {len(self.coef_names)}) for the "
+                f"coefficients {self.coef_names}.")
         if self.intercept == "block":
             # the block's first coefficient is the intercept minus its prior centre
-            intercept = beta[..., 0] + self.prior_spec["mean"].mean
-            beta = beta[..., 1:]
+            intercept = coef[..., 0] + self.prior_spec["mean"].mean
+            coef = coef[..., 1:]
+        elif intercept is None:
+            raise InvalidParameterError(
+                "intercept is None; pass the intercept hyperparameter's draws (theta['mean']).")
+        intercept = np.broadcast_to(np.asarray(intercept, dtype=float), coef.shape[:-1])
         if self.design is None:
-            if self.intercept == "block":
-                return beta, intercept
-            raise InvalidParameterError("this model has no covariates (formula/covariates).")
-        return self.design.to_original(beta, intercept)
+            return intercept + 0.0, coef
+        beta, icpt = self.design.to_original(coef, intercept)
+        return np.asarray(icpt, dtype=float), beta
 
     def describe(self) -> str:
         """Data, lattice, priors (stated the INLA way) and the frequentist cross-check."""
@@ -751,7 +830,9 @@ class LGCP:
                f"{self.prior_spec['range_t'].describe()}; start at its median "
                f"{self.start['range_t']:.4g} (no frequentist space-time fit)"]
               if "range_t" in self.prior_spec else []),
-            f"  intercept (log points per {mu}): {self.prior_spec['mean'].describe()}"
+            f"  intercept (log points per {mu}"
+            + (", at the covariates' centres" if self.design is not None else "")
+            + f"): {self.prior_spec['mean'].describe()}"
             + (" (in the Gaussian block)" if self.intercept == "block" else ""),
         ]
         if self.design is not None:
@@ -766,12 +847,16 @@ class LGCP:
             lines.append(f"  warning: {w}")
         if self.glm is not None:
             lines.append(self.glm.describe())
+            if self.design is not None:
+                lines.append("(fitted on the standardised columns; the summary's cross_check "
+                             "column states it on the original scale)")
         for n in self.start["notes"]:
             lines.append(f"start: {n}")
         h = min(lat.spacing)
         lines.append(f"start: sd {self.start['sd']:.4g}, range {self.start['range']:.4g} {u} "
                      f"(h/range = {h / self.start['range']:.3g}), intercept "
-                     f"{self.start['mean']:.4g}")
+                     f"{self.start['mean']:.4g}"
+                     + (" at the covariates' centres" if self.design is not None else ""))
         return "\n".join(lines)
 
     def __repr__(self) -> str:
