@@ -4,8 +4,9 @@ The draws are an ArviZ-layout ``posterior`` :class:`xarray.Dataset` with dims ``
 first: ``f`` on the lattice (``chain, draw, *lattice.dims``), the hyperparameters ``sd``,
 ``range`` and ``intercept``, and ``beta`` (``chain, draw, covariate``) when the model has
 covariates — the intercept and coefficients on the covariates' original scale, whatever the
-sampler's parametrisation (standardised columns, intercept as hyperparameter or in the block).  :func:`posterior_dataset` builds it from sampler states; the store (a later
-issue) writes the same layout.
+sampler's parametrisation (standardised columns, intercept as hyperparameter or in the
+block).  :func:`posterior_dataset` builds it from sampler states; a run's store holds the
+same layout.
 
 Conventions (DESIGN §9):
 
