@@ -332,8 +332,23 @@ _THREADS_HELP = ("cores the run may use, shared by Numba, BLAS and FFTW (default
 
 
 # -- subcommands --------------------------------------------------------------------------------
-def _report(model: Any, tree: Any, where: str, out_dir: Path, thresholds: Sequence[float]
-            ) -> None:
+def _report(model: Any, tree: Any, where: str, out_dir: Path, thresholds: Sequence[float],
+            block: Sequence[int] | None = None) -> None:
+    """The summary and maps of a run; for a chain block whose siblings are unfinished, a line
+    saying so instead (a job-array task that did its part exits 0)."""
+    st = _module("store", "the run store") if block is not None else None
+    if st is not None and st.store_problem(where) is None:
+        rs = st.RunStore(where)
+        rc = dict(rs.attrs.get("run_config") or {})
+        done = rs.committed("posterior")
+        rest = [c for c in range(int(rc.get("chains", 0)))
+                if done.get(c, 0) < int(rc.get("draws", 0))]
+        if rest:
+            draws = int(rc["draws"])
+            print(f"chains {list(block)} of {where} have their {draws} draws; chains {rest} "
+                  "have not (yet): run `lattice-lgm summary` and `plot` on the store once "
+                  "every block has finished.", flush=True)
+            return
     post = _posterior(tree, where)
     print_summary(model, post, loglik=_loglik(tree))
     write_maps(model, post, out_dir, thresholds, summaries=_summaries(tree))
@@ -360,7 +375,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(model.describe(), flush=True)
     tree = runs.sample(model, **kwargs, chain_ids=chain_ids,
                        progressbar=not args.no_progress, **extra)
-    _report(model, tree, str(cfg.store_path), cfg.maps_dir, cfg.thresholds)
+    _report(model, tree, str(cfg.store_path), cfg.maps_dir, cfg.thresholds, block=chain_ids)
     return 0
 
 
@@ -376,7 +391,7 @@ def _cmd_resume(args: argparse.Namespace) -> int:
     if "model" in inspect.signature(runs.resume).parameters:
         kw["model"] = model  # not rebuilt a second time inside resume
     tree = runs.resume(args.store, **kw)
-    _report(model, tree, args.store, cfg.maps_dir, cfg.thresholds)
+    _report(model, tree, args.store, cfg.maps_dir, cfg.thresholds, block=kw.get("chain_ids"))
     return 0
 
 
@@ -406,8 +421,10 @@ def _cmd_extend(args: argparse.Namespace) -> int:
     kw: dict[str, Any] = {"progressbar": not args.no_progress, "extend": args.draws}
     if args.threads is not None:
         kw["threads"] = args.threads
+    if args.chains is not None:
+        kw["chain_ids"] = parse_chains(args.chains, cfg.resolved["sampling"]["chains"])
     tree = runs.resume(args.store, model=model, **kw)
-    _report(model, tree, args.store, cfg.maps_dir, cfg.thresholds)
+    _report(model, tree, args.store, cfg.maps_dir, cfg.thresholds, block=kw.get("chain_ids"))
     return 0
 
 
@@ -532,6 +549,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "run that asked for them from the start.")
     ext.add_argument("--draws", type=int, required=True, metavar="N",
                      help="posterior draws to add per chain")
+    ext.add_argument("--chains", metavar="A-B",
+                     help="extend only this chain block (run --chains A-B); blocks extended "
+                          "side by side grow the store once")
     _sampling_options(ext)
 
     ver = _store_command(sub, "verify", _cmd_verify,

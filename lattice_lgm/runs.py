@@ -797,11 +797,15 @@ def sample(
     if extend is not None:
         more = positive_int("extend", extend, "posterior draws to add to a finished run, e.g. "
                             "500")
-        if store is None or resume or chain_ids is not None:
+        if store is None or resume:
             raise InvalidParameterError(
-                "extend= continues the finished run in store=path, whole (not with resume=True "
-                "or chain_ids).")
-        old_draws, draws, resume = int(draws), int(draws) + more, True
+                "extend= continues the finished run in store=path (not with resume=True).")
+        old_draws = int(draws)
+        if chain_ids is not None:
+            # a chain block: its own length, which another block's extension may have
+            # left behind the store's (the store then grows once, see _grow_under_lock)
+            old_draws = _block_draws(Path(store), chain_ids)
+        draws, resume = old_draws + more, True
         config = _config_with_draws(config, draws)  # what a run of `draws` would store
     plan = _Plan(model, draws=draws, tune=tune, chains=chains, random_seed=random_seed,
                  thin=thin, thin_fields=thin_fields, checkpoint_every=checkpoint_every,
@@ -866,8 +870,13 @@ def _sample_in_process(plan: _Plan, budget: ThreadBudget, *, store, resume, chai
     try:
         if resume:
             st = RunStore(path, rebuild_markers=True)  # a lost .commits/ is rebuilt below
-            # an extension is checked against the run as it was asked for
-            before = attrs if old_draws is None else _with_draws(attrs, old_draws)
+            # an extension is checked against the run as it was asked for (or as another
+            # chain block has already extended it)
+            stored = int(dict(st.attrs.get("run_config", {})).get("draws", -1))
+            if old_draws is not None and stored not in (old_draws, plan.draws):
+                raise _extended_elsewhere(path, stored, old_draws, plan.draws)
+            before = (attrs if old_draws is None or stored == plan.draws
+                      else _with_draws(attrs, old_draws))
             check_compatible(st.attrs, before)
             if old_draws is not None:
                 _require_finished(st, plan, old_draws)
@@ -884,8 +893,9 @@ def _sample_in_process(plan: _Plan, budget: ThreadBudget, *, store, resume, chai
                                  (Path(path) / ".checkpoint").glob("ckpt-c*.npz")})
                 if plan.tag == "" and blocks:
                     raise InvalidParameterError(
-                        f"{path} was written by chain blocks ({', '.join(blocks)}); resume each "
-                        "block with its chains (chain_ids=..., CLI --chains A-B).") from None
+                        f"{path} was written by chain blocks ({', '.join(blocks)}); resume (or "
+                        "extend) each block with its chains (chain_ids=..., CLI --chains A-B)."
+                    ) from None
                 if plan.tag != "" and st._generations(""):
                     raise InvalidParameterError(
                         f"{path} was written by one run of every chain, not by chain blocks; "
@@ -897,7 +907,10 @@ def _sample_in_process(plan: _Plan, budget: ThreadBudget, *, store, resume, chai
             if meta is None:
                 runner.run(start(), None)
             else:
-                check_compatible(meta, before)
+                # an extended block's checkpoint was written by its run of old_draws, whatever
+                # length the store (grown by another block) says now
+                check_compatible(meta, before if old_draws is None
+                                 else _with_draws(attrs, old_draws))
                 if st.markers_rebuilt:
                     _recommit(st, plan, meta)
                 state = runner.restore(meta, arrays)
@@ -907,7 +920,7 @@ def _sample_in_process(plan: _Plan, budget: ThreadBudget, *, store, resume, chai
                             f"{path}'s newest checkpoint is at {meta['phase']} draw "
                             f"{meta['i']}, not at the end of its {old_draws} draws; resume "
                             "it before extending.")
-                    st.grow(*plan.specs(plan.view.record(state)), attrs)
+                    _grow_under_lock(st, plan, old_draws, state, attrs)
                 runner.run(state, (meta["phase"], int(meta["i"]), int(meta["sweeps_done"])))
         else:
             state = start()
@@ -1085,6 +1098,55 @@ def _with_draws(attrs: Mapping[str, Any], draws: int) -> dict[str, Any]:
     return out
 
 
+def _block_draws(path: Path, chain_ids: Sequence[int]) -> int:
+    """The committed posterior draws of a block of chains (all alike), for its extension."""
+    from .store import RunStore
+
+    done = RunStore(path).committed("posterior")
+    have = {int(c): done.get(int(c), 0) for c in chain_ids}
+    if len(set(have.values())) != 1:
+        raise InvalidParameterError(
+            f"chains {sorted(have)} of {path} have different numbers of committed draws "
+            f"({have}); resume them first, then extend them.")
+    return next(iter(have.values()))
+
+
+def _grow_under_lock(st: Any, plan: Any, old_draws: int, state: Any,
+                     attrs: Mapping[str, Any]) -> None:
+    """Grow the store from ``old_draws`` to ``plan.draws`` once, whichever block comes first.
+
+    Under the store's layout lock the stored length is read afresh: still ``old_draws`` —
+    every chain must have finished it, then this process grows the store; already
+    ``plan.draws`` — another chain block extended it for the same request, and only the
+    handles are opened again (writes beyond the shape they knew would be clipped); anything
+    else — an extension by another amount, refused.
+    """
+    from .store import RunStore
+
+    with st.layout_lock():
+        now = RunStore(st.path)
+        stored = int(dict(now.attrs.get("run_config", {})).get("draws", -1))
+        if stored == old_draws:
+            chains = int(dict(now.attrs.get("run_config", {})).get("chains", 0))
+            done = now.committed("posterior")
+            short = [c for c in range(chains) if done.get(c, 0) != old_draws]
+            if short:
+                raise InvalidParameterError(
+                    f"{st.path} cannot grow to {plan.draws} draws while chains {short} have not "
+                    f"finished its {old_draws} (resume their blocks first, then extend).")
+            st.grow(*plan.specs(plan.view.record(state)), attrs)
+        elif stored == plan.draws:
+            st.reopen()
+        else:
+            raise _extended_elsewhere(st.path, stored, old_draws, plan.draws)
+
+
+def _extended_elsewhere(path: Path, stored: int, old: int, draws: int) -> InvalidParameterError:
+    return InvalidParameterError(
+        f"{path} has been extended to {stored} draws by another chain block, not to {draws}; "
+        f"extend this block by {stored - old} (--draws {stored - old}) to finish it alike.")
+
+
 def _require_finished(st: Any, plan: Any, draws: int) -> None:
     """Refuse to extend a run whose chains have not all committed their ``draws``."""
     done = st.committed("posterior")
@@ -1196,12 +1258,16 @@ def resume(store: str | os.PathLike, model: Any = None, *, step: Any = None,
         kw.update(representation=rc["representation"], n_latent=rc["n_latent"])
     blocks = attrs.get("chain_blocks")
     if extend is not None:
-        if blocks or chain_ids is not None or dask_workers is not None or dask_scheduler:
+        if dask_workers is not None or dask_scheduler:
             raise InvalidParameterError(
-                f"{store} was written by chain blocks, or chains/Dask were given: extend runs "
-                "a whole store in this process (not yet for chain blocks).")
+                "extend runs in this process; leave out the Dask options (extend chain blocks "
+                "one by one, or side by side with --chains A-B, each in its own process).")
         kw.update(resume=False, extend=extend)
-        return sample(model, progressbar=progressbar, **kw)
+        if chain_ids is not None or not blocks:
+            return sample(model, progressbar=progressbar, chain_ids=chain_ids, **kw)
+        for b in blocks:  # the first block grows the store, the others find it grown
+            sample(model, progressbar=progressbar, chain_ids=b, **kw)
+        return open_store(store)
     if chain_ids is not None or not blocks:
         if dask_workers is not None or dask_scheduler is not None:
             raise InvalidParameterError(

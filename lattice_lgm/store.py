@@ -314,8 +314,8 @@ class RunStore:
         For ``sample(..., extend=n)``: the arrays grow along ``draw`` (their chunks stay; the
         new region reads as the fill value until written), the ``draw`` coordinates and the
         attributes become those a run of the new length would have written at creation, the
-        metadata is consolidated again and the data's digests are taken anew.  Only a
-        single process writes the store meanwhile (extension is refused for chain blocks).
+        metadata is consolidated again and the data's digests are taken anew.  Call it under
+        :meth:`layout_lock`: chain blocks in other processes may be extending the same store.
         """
         import zarr
 
@@ -332,9 +332,9 @@ class RunStore:
             self.root.attrs.update(json.loads(_json({**attrs,
                                                      "lattice_lgm_format": FORMAT_VERSION})))
             zarr.consolidate_metadata(str(self.path))
-            # the handles read the consolidated metadata at opening: open again, or writes
-            # beyond the old shape would be clipped away without a word
-            self.root = zarr.open_group(str(self.path), mode="r+")
+        # the handles read the consolidated metadata at opening: open again, or writes beyond
+        # the old shape would be clipped away without a word
+        self.reopen()
         _atomic_json(self.path / COMMIT_DIR / DATA_MANIFEST,
                      {k: _digest(f) for k, f in sorted(_data_chunk_files(self.path).items())})
 
@@ -379,6 +379,35 @@ class RunStore:
             fh.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
             fh.flush()
             self._locks.append(fh)
+
+    @contextlib.contextmanager
+    def layout_lock(self) -> Iterator[None]:
+        """Hold the store-wide lock on its layout (arrays' shapes, root attributes) meanwhile.
+
+        Chain blocks extended by separate processes (``lattice-lgm extend --chains A-B``) grow
+        the store once: the first to take this lock grows it, the others find it grown.
+        Blocking (a grow takes seconds); dropped by the kernel if the holder dies.
+        """
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            yield
+            return
+        d = self.path / LOCK_DIR
+        d.mkdir(exist_ok=True)
+        with open(d / "layout.lock", "a+") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def reopen(self) -> None:
+        """Open the zarr handles again: another process may have changed the layout (grown it)."""
+        import zarr
+
+        with _quiet():
+            self.root = zarr.open_group(str(self.path), mode="r+")
 
     def unlock(self) -> None:
         """Release every chain lock this instance holds (the files are left empty)."""

@@ -514,3 +514,29 @@ def test_run_summary_plot_with_the_real_runner_and_store(project, tmp_path, caps
     assert f"posterior: {CHAINS} chains × 7 draws" in capsys.readouterr().out
     assert store.read_config(zarr_path)["sampling"]["draws"] == 7
     assert cli.main(["verify", str(zarr_path)]) == 0
+
+
+def test_chain_blocks_run_and_extend_as_job_array_tasks(project, tmp_path, capsys):
+    """Job-array tasks: `run --chains`, then `extend --chains` per block; the first extension
+    grows the store, the second finds it grown; the summary then has every chain's draws."""
+    runs = pytest.importorskip("lattice_lgm.runs")
+    assert hasattr(runs, "sample")
+    body = project.path.read_text().replace(
+        'points = "pts.csv"', f'points = "{project.dir / "pts.csv"}"').replace(
+        'covariates = { z = "z.csv" }', f'covariates = {{ z = "{project.dir / "z.csv"}" }}')
+    cfg_path = tmp_path / "blocks.toml"
+    cfg_path.write_text(body + "[store]\npath = \"blocks.zarr\"\n")
+    zarr_path = tmp_path / "blocks.zarr"
+    for c in range(CHAINS):
+        capsys.readouterr()
+        assert cli.main(["run", str(cfg_path), "--chains", str(c), "--no-progress"]) == 0
+        out = capsys.readouterr().out
+        # a block whose siblings are unfinished says so (exit 0), the last one reports
+        assert ("have not (yet)" in out) == (c < CHAINS - 1)
+    for c in reversed(range(CHAINS)):
+        assert cli.main(["extend", str(zarr_path), "--draws", "2", "--chains", str(c),
+                         "--no-progress"]) == 0
+    capsys.readouterr()
+    assert cli.main(["summary", str(zarr_path)]) == 0
+    assert f"posterior: {CHAINS} chains × 6 draws" in capsys.readouterr().out
+    assert cli.main(["verify", str(zarr_path)]) == 0

@@ -19,6 +19,7 @@ from lattice_lgm.errors import InvalidParameterError, LatticeLGMError
 from lattice_lgm.runs import ResourceLimitError, sample
 from lattice_lgm.store import (
     CHECKPOINT_DIR,
+    LOCK_DIR,
     ResumeMismatchError,
     RunStore,
     StoreExistsError,
@@ -67,7 +68,7 @@ def reference(model, tmp_path_factory):
 
 
 def _store_bytes(path: Path) -> dict[str, bytes]:
-    """Every file of the zarr hierarchy (checkpoints excluded), by relative path.
+    """Every file of the zarr hierarchy (checkpoints and the empty lock files excluded).
 
     The root attrs' ``thread_budget`` is the one record of *how* the creating process ran
     (its cores and environment, lattice_lgm.threads), not of what it drew: it is taken out
@@ -76,7 +77,7 @@ def _store_bytes(path: Path) -> dict[str, bytes]:
     out = {}
     for f in sorted(path.rglob("*")):
         rel = f.relative_to(path)
-        if f.is_file() and rel.parts[0] != CHECKPOINT_DIR:
+        if f.is_file() and rel.parts[0] not in (CHECKPOINT_DIR, LOCK_DIR):
             data = f.read_bytes()
             if str(rel) == "zarr.json":
                 meta = json.loads(data)

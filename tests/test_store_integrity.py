@@ -321,7 +321,7 @@ def test_extend_refuses_an_unfinished_run_and_bad_arguments(model, tmp_path, mon
         sample(model, store=p, extend=5, **RUN)
     with pytest.raises(InvalidParameterError, match="extend=0"):
         sample(model, store=p, extend=0, **RUN)
-    with pytest.raises(InvalidParameterError, match="whole"):
+    with pytest.raises(InvalidParameterError, match="not with resume=True"):
         sample(model, store=p, extend=5, resume=True, **RUN)
 
 
@@ -361,3 +361,37 @@ def test_a_store_of_another_layout_version_is_refused_by_name(model, reference, 
         sample(model, store=p, resume=True, progressbar=False)
     monkeypatch.chdir(tmp_path)
     assert cli.main(["summary", str(p)]) != 0
+
+
+def test_chain_blocks_extend_one_by_one_into_the_store_of_the_longer_run(model, tmp_path):
+    """Blocks extended in turn (or side by side: the same branches, under the layout lock) grow
+    the store once and give the bytes of blocks that asked for the draws from the start."""
+    from .test_runs import _assert_same_store
+
+    more = 6
+    ref = tmp_path / "ref.zarr"
+    for b in ([0], [1]):
+        sample(model, store=ref, chain_ids=b, **{**RUN, "draws": RUN["draws"] + more})
+    p = tmp_path / "ext.zarr"
+    for b in ([0], [1]):
+        sample(model, store=p, chain_ids=b, **RUN)
+    sample(model, store=p, chain_ids=[1], extend=more, **RUN)  # grows the store
+    assert RunStore(p).committed("posterior") == {0: RUN["draws"], 1: RUN["draws"] + more}
+    # the other block asks for another amount: refused, naming the one to give
+    with pytest.raises(InvalidParameterError, match=rf"extended to {RUN['draws'] + more} draws "
+                                                    rf"by another chain block.*--draws {more}"):
+        sample(model, store=p, chain_ids=[0], extend=more + 1, **RUN)
+    # the stored run now says draws + more; the block's own extension is measured from its
+    # committed draws, whatever draws= the caller repeats
+    sample(model, store=p, chain_ids=[0], extend=more, **RUN)
+    _assert_same_store(ref, p)
+    assert verify_store(p).ok
+
+
+def test_a_block_cannot_grow_the_store_while_another_is_unfinished(model, tmp_path,
+                                                                    monkeypatch):
+    p = tmp_path / "b.zarr"
+    sample(model, store=p, chain_ids=[0], **RUN)
+    _crash_after_checkpoint(model, p, monkeypatch, n=2, run={**RUN, "chain_ids": [1]})
+    with pytest.raises(InvalidParameterError, match=r"chains \[1\] have not finished"):
+        sample(model, store=p, chain_ids=[0], extend=4, **RUN)
