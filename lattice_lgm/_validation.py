@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 
 import numpy as np
@@ -10,16 +11,28 @@ from .errors import InvalidParameterError, ShapeMismatchError
 
 
 def positive_float(name: str, value: float, remedy: str = "pass a finite number > 0") -> float:
-    """Return ``value`` as a float, or raise if it is NaN, infinite or not > 0."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
+    """Return ``value`` as a float, or raise if it is NaN, infinite or not > 0.
+
+    Only numbers are taken: a string (``"10"``) or a bool is refused rather than converted,
+    so that a value read from the wrong field of a file is never silently reinterpreted.
+    """
+    if not is_number(value):
         raise InvalidParameterError(
-            f"{name}={value!r} is not a number; {remedy}."
-        ) from None
+            f"{name}={value!r} is not a number ({type(value).__name__}); {remedy}.")
+    v = float(value)
     if not np.isfinite(v) or v <= 0.0:
         raise InvalidParameterError(f"{name}={value!r} must be finite and > 0; {remedy}.")
     return v
+
+
+def is_number(value: object) -> bool:
+    """A real number (Python or numpy, a 0-d numeric array included), not a bool or a string."""
+    if isinstance(value, bool | np.bool_ | str | bytes):
+        return False
+    if isinstance(value, numbers.Real):
+        return True
+    return (isinstance(value, np.ndarray) and value.ndim == 0
+            and value.dtype.kind in "iuf")
 
 
 def positive_int(name: str, value: int, remedy: str = "pass e.g. 1") -> int:

@@ -415,6 +415,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_extend(args: argparse.Namespace) -> int:
+    from ._validation import positive_int
+
+    positive_int("--draws", args.draws, "posterior draws to add per chain, e.g. 500")
     cfg, model, store = _from_store(args.store)
     _intact(store, args.store)
     runs = _module("runs", "sample and resume")

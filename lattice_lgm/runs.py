@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from ._validation import positive_int
 from .errors import InvalidParameterError, LatticeLGMError, ResourceLimitError
 from .store import (
     KEEP_GENERATIONS,
+    PHASE_GROUPS,
     CheckpointError,
     RunStore,
     StoreExistsError,
@@ -52,8 +54,8 @@ LOG_INTERVAL = 30.0
 #: default memory limit of an in-memory run, as a fraction of physical memory
 MEMORY_FRACTION = 0.5
 PHASES = ("warmup", "posterior")
-GROUPS = {"warmup": ("warmup_posterior", "warmup_posterior_fields", "warmup_sample_stats"),
-          "posterior": ("posterior", "posterior_fields", "sample_stats")}
+#: per phase: (draws, thinned fields, sample stats) groups — the store's own table
+GROUPS = PHASE_GROUPS
 STATS = (("loglik", "f8"), ("n_loglik", "i8"), ("n_cov", "i8"), ("accepted", "i8"))
 
 
@@ -93,7 +95,9 @@ class _Plan:
         if representation == "auto":
             # the measured default per backend (issue 25, benchmarks/perf/mixing_lgcp.py)
             representation = self.view.default_representation()
-        self.representation, self.n_latent = representation, int(n_latent)
+        self.representation = representation
+        self.n_latent = positive_int("n_latent", n_latent, "elliptical slice updates of the "
+                                     "field per sweep, e.g. 10")
         if step is None:
             # build the default sweep once now, so that its settings are checked (e.g. a tune
             # too short for HMC's adaptation) before the warm start and any store write
@@ -588,38 +592,98 @@ def _state_bytes(state: Any) -> int:
     return total
 
 
-#: peak memory of the default sampler per chain and torus cell (warm start and sampling),
-#: measured on bei at 2.5 m (a 1080 × 960 torus), 4 chains, joint HMC: +3.6 GB, 922 B
-SAMPLER_BYTES_PER_TORUS_CELL = 922
+@dataclass(frozen=True)
+class SamplerCost:
+    """Power laws ``a · n^p`` in the state size ``n`` (``prior.state_shape`` cells: the torus
+    of a circulant prior, the padded lattice of a GMRF, the cells of a dense prior), per chain,
+    of the default sampler's peak working memory and its time per iteration.
+
+    Fitted to the two largest cases of ``benchmarks/perf/resources.py`` per backend
+    (``benchmarks/results/resources.json``; a 2-core machine): rough projections, to refuse
+    what cannot fit and to say how long a run will take, not predictions to the second.
+    """
+
+    bytes_a: float
+    bytes_p: float
+    seconds_a: float
+    seconds_p: float
+    measured: str
+
+    def bytes(self, n: float) -> float:
+        return self.bytes_a * n**self.bytes_p
+
+    def seconds(self, n: float) -> float:
+        return self.seconds_a * n**self.seconds_p
 
 
-def _check_sampler_memory(plan: Any, max_memory_gb: float | None) -> None:
-    """Refuse a run whose chains' working memory would not fit, before the warm start.
+#: per backend (see :class:`SamplerCost`)
+SAMPLER_COST: dict[str, SamplerCost] = {}
 
-    Circulant priors only (the torus is known before anything is sampled; the figure was
-    measured there): chains in this process × torus cells ×
-    :data:`SAMPLER_BYTES_PER_TORUS_CELL`, against the memory available now (or
-    ``max_memory_gb``).  Issue 27: a run that does not fit should say so at once, not be
-    killed by the kernel after its warm start.
+
+def _backend_of(prior: Any) -> str | None:
+    from .priors import CirculantPrior, DensePrior, GMRFPrior
+
+    for cls, name in ((CirculantPrior, "circulant"), (GMRFPrior, "gmrf"),
+                      (DensePrior, "dense")):
+        if isinstance(prior, cls):
+            return name
+    return None
+
+
+def _sampler_projection(plan: Any) -> tuple[float, float, str, SamplerCost] | None:
+    """(bytes per chain, seconds per iteration and chain, state description, cost) or None."""
+    prior = getattr(plan.model, "prior", None)
+    cost = SAMPLER_COST.get(_backend_of(prior) or "")
+    shape = getattr(prior, "state_shape", None)
+    if cost is None or shape is None:
+        return None
+    n = float(np.prod(shape))
+    what = f"a {' × '.join(map(str, shape))} {_backend_of(prior)} state"
+    return cost.bytes(n), cost.seconds(n), what, cost
+
+
+def _check_sampler_memory(plan: Any, max_memory_gb: float | None, progressbar: bool) -> None:
+    """Refuse a run whose chains' working memory would not fit, before the warm start; with
+    a progress bar, say how long it will take.
+
+    The projection is :data:`SAMPLER_COST` for the prior's backend at its state size, for
+    the chains in this process, against the memory available now (or ``max_memory_gb``).
+    Issue 27: a run that does not fit should say so at once, not be killed by the kernel
+    after its warm start.
     """
     from .threads import available_memory
 
-    shape = getattr(getattr(plan.model, "prior", None), "embedding_shape", None)
-    if shape is None:
+    proj = _sampler_projection(plan)
+    if proj is None:
         return
-    cells = float(np.prod(shape))
-    need = len(plan.chain_ids) * cells * SAMPLER_BYTES_PER_TORUS_CELL
+    per_chain, per_it, what, cost = proj
+    k = len(plan.chain_ids)
+    need = k * per_chain
     avail = available_memory() if max_memory_gb is None else float(max_memory_gb) * 2**30
     if need > avail:
-        fit = max(1, int(avail // (cells * SAMPLER_BYTES_PER_TORUS_CELL)))
+        fit = max(1, int(avail // per_chain))
         raise ResourceLimitError(
-            f"{len(plan.chain_ids)} chain(s) on a {' × '.join(map(str, shape))} torus need "
-            f"≈ {need / 2**30:.3g} GiB while sampling ({SAMPLER_BYTES_PER_TORUS_CELL} B per "
-            f"torus cell and chain, measured), over the {avail / 2**30:.3g} GiB "
+            f"{k} chain(s) on {what} need ≈ {need / 2**30:.3g} GiB while sampling "
+            f"(≈ {per_chain / 2**20:.4g} MiB per chain, {cost.measured}), over the "
+            f"{avail / 2**30:.3g} GiB "
             + ("available" if max_memory_gb is None else "of max_memory_gb")
             + f". Run at most {fit} chain(s) per process (chain_ids=..., CLI --chains A-B, or "
             "Dask workers), use a coarser cell_size, or a smaller range prior bound (the "
-            "torus grows with it).")
+            "state grows with it).")
+    if progressbar:
+        its = plan.tune + plan.draws
+        secs = its * k * per_it  # chains share the cores: their iterations add up
+        print(f"projected: ≈ {need / 2**20:.4g} MiB and ≈ {_duration(secs)} for {k} chain(s) "
+              f"× {its} iterations on {what} (rough, {cost.measured}; HMC's trajectory "
+              "lengths vary with the posterior)", file=sys.stderr, flush=True)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _check_resources(specs, store: Path | None, max_disk_gb, max_memory_gb,
@@ -851,7 +915,7 @@ def _sample_in_process(plan: _Plan, budget: ThreadBudget, *, store, resume, chai
     attrs["thread_budget"] = budget.to_attrs()
     if progressbar:
         print(budget.describe(), file=sys.stderr, flush=True)
-    _check_sampler_memory(plan, max_memory_gb)
+    _check_sampler_memory(plan, max_memory_gb, progressbar)
 
     path = None if store is None else Path(store)
     runner_sink: Any

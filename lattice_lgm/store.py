@@ -250,6 +250,14 @@ class RunStore:
         if check_store(self.path, accept=("markers lost",) if rebuildable else ()):
             _new_commit_dir(self.path)
             self.markers_rebuilt = True
+        if rebuildable and (bad := _damaged_markers(self.path)):
+            # damaged markers are set aside (kept for a post-mortem) and rebuilt like lost ones
+            for f in bad:
+                os.replace(f, f.with_name(f.name + ".damaged"))
+            self.markers_rebuilt = True
+        if rebuild_markers and (restored := restore_metadata(self.path)):
+            print(f"restored the metadata of {', '.join(restored)} in {self.path} from the "
+                  "consolidated copy", file=sys.stderr)
         with _quiet():
             self.root = zarr.open_group(str(self.path), mode="r+")
         #: per chain: chunk key -> (inode, size, mtime_ns, digest) as last hashed here
@@ -615,9 +623,29 @@ def _read_commits(path: Path) -> dict[int, dict[str, int]]:
     out: dict[int, dict[str, int]] = {}
     if d.exists():
         for f in d.glob("chain-*.json"):
-            out[int(f.stem.split("-")[1])] = {k: int(v) for k, v in
-                                              json.loads(f.read_text()).items()}
+            try:
+                out[int(f.stem.split("-")[1])] = {k: int(v) for k, v in
+                                                  json.loads(f.read_text()).items()}
+            except (ValueError, AttributeError) as exc:
+                raise StoreIntegrityError(
+                    f"store={str(path)!r}: the commit marker {COMMIT_DIR}/{f.name} is damaged "
+                    f"({exc}); it says how many draws of chain {f.stem.split('-')[1]} are on "
+                    "disk. `lattice-lgm resume` (resume=True) rebuilds it from the newest "
+                    "checkpoint.") from None
     return out
+
+
+def _damaged_markers(path: Path) -> list[Path]:
+    """Commit markers that are not a JSON object of phase -> count."""
+    bad = []
+    for f in sorted((Path(path) / COMMIT_DIR).glob("chain-*.json")):
+        try:
+            data = json.loads(f.read_text())
+            if not isinstance(data, dict) or not all(isinstance(v, int) for v in data.values()):
+                bad.append(f)
+        except ValueError:
+            bad.append(f)
+    return bad
 
 
 def _write_coord(group: Any, dim: str, values: Any, overwrite: bool = False) -> None:
@@ -722,11 +750,14 @@ def describe_problem(path: str | os.PathLike, problem: str) -> str:
 
 
 def _format_of(path: Path) -> int | None:
-    """The ``lattice_lgm_format`` of a store's root attributes (None before they are written)."""
-    try:
-        meta = json.loads((path / "zarr.json").read_text())
-    except (OSError, ValueError):
-        return None
+    """The ``lattice_lgm_format`` of a store's root attributes (None before they are written).
+
+    Raises
+    ------
+    StoreIntegrityError
+        The root ``zarr.json`` is damaged.
+    """
+    meta = _root_meta(path)
     fmt = (meta.get("attributes") or {}).get("lattice_lgm_format")
     return None if fmt is None else int(fmt)
 
@@ -806,8 +837,9 @@ class VerifyReport:
     missing : list of str
         Recorded chunk files that are not there (their draws read as NaN).
     corrupt : list of str
-        Chunk files whose bytes differ from their recorded digest and which were not written
-        since (their modification time is older than the commit that recorded them).
+        Chunk files whose bytes differ from their recorded digest: any that holds committed
+        draws only (it is never written again), and others not written since the commit that
+        recorded them.
     changed : list of str
         Chunk files rewritten after their chain's last commit: a run was stopped between
         writing a block (or the online summaries) and committing it.  Not damage: ``resume``
@@ -823,6 +855,9 @@ class VerifyReport:
     corrupt: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
     unverifiable: list[int] = field(default_factory=list)
+    #: nodes whose own zarr.json is missing (readers use the consolidated copy; a writer
+    #: restores it, :func:`restore_metadata`): not damage to the draws
+    metadata_missing: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -846,6 +881,10 @@ class VerifyReport:
         if self.unverifiable:
             lines.append(f"  chains {self.unverifiable} were written before chunk digests: "
                          "their files cannot be checked")
+        if self.metadata_missing:
+            lines.append(f"  {len(self.metadata_missing)} node(s) lost their zarr.json ("
+                         + ", ".join(self.metadata_missing[:3]) + "): readers use the "
+                         "consolidated copy; resume or extend writes them back")
         return "\n".join(lines)
 
 
@@ -880,6 +919,7 @@ def verify_store(path: str | os.PathLike, *, chains: Sequence[int] | None = None
                 report.unverifiable.append(c)
             continue
         todo.append((manifest, _mtime(p / COMMIT_DIR / f"chain-{c}.json")))
+    final = _final_chunks(p, commits)
     for manifest, committed_at in todo:
         for key, want in sorted(manifest.items()):
             f = p / key
@@ -887,8 +927,91 @@ def verify_store(path: str | os.PathLike, *, chains: Sequence[int] | None = None
             if not f.is_file():
                 report.missing.append(key)
             elif digests and _digest(f) != want:
-                (report.changed if _mtime(f) >= committed_at else report.corrupt).append(key)
+                # a chunk holding committed draws only is never written again: any change is
+                # damage, whenever it happened; others (the summaries, a block's partly
+                # written chunk) may be an interrupted writer's
+                late = _mtime(f) >= committed_at and not final(key)
+                (report.changed if late else report.corrupt).append(key)
+    report.metadata_missing = _missing_metadata(p)
     return report
+
+
+def _consolidated(path: Path) -> dict[str, Any]:
+    """The consolidated metadata of every node below the root, by path ({} if none)."""
+    meta = _root_meta(path)
+    return dict((meta.get("consolidated_metadata") or {}).get("metadata") or {})
+
+
+def _root_meta(path: Path) -> dict[str, Any]:
+    """The root ``zarr.json``, parsed.
+
+    Raises
+    ------
+    StoreIntegrityError
+        It is not valid JSON (truncated or overwritten).
+    """
+    f = Path(path) / "zarr.json"
+    try:
+        return dict(json.loads(f.read_text()))
+    except ValueError as exc:
+        raise StoreIntegrityError(
+            f"store={str(path)!r}: its root metadata zarr.json is damaged ({exc}); it holds the "
+            "run's settings, library versions and the layout of every array, so nothing can "
+            "be read or resumed without it. Restore zarr.json from a copy of the store (the "
+            "draws themselves are in the chunk files).") from None
+
+
+def _missing_metadata(path: Path) -> list[str]:
+    """Nodes (groups, arrays) whose own ``zarr.json`` is gone but consolidated metadata has."""
+    return sorted(k for k in _consolidated(path) if not (Path(path) / k / "zarr.json").is_file())
+
+
+def restore_metadata(path: str | os.PathLike) -> list[str]:
+    """Write back every node's ``zarr.json`` that is missing, from the consolidated metadata.
+
+    Readers use the consolidated copy in the root ``zarr.json`` and never notice a missing
+    node file; a writer (resume, extend) opens the hierarchy node by node and would find the
+    array gone.  The copy is the same metadata, written when the store was made or grown.
+
+    Returns
+    -------
+    list of str
+        The nodes restored.
+    """
+    p = Path(path)
+    cons = _consolidated(p)
+    done = []
+    for key in _missing_metadata(p):
+        (p / key).mkdir(parents=True, exist_ok=True)
+        _atomic_json(p / key / "zarr.json", cons[key])
+        done.append(key)
+    return done
+
+
+def _final_chunks(path: Path, commits: Mapping[int, Mapping[str, int]]) -> Any:
+    """A predicate: does chunk ``key`` (``group/name/c/<chain>/<k>/...``) hold committed draws
+    only?  Such a chunk is complete before its commit and never written again."""
+    cons = _consolidated(path)
+    rc = dict((_root_meta(path).get("attributes") or {}).get("run_config") or {})
+    thin = int(rc.get("thin_fields") or 1)
+    phase_of = {g: ph for ph, gs in PHASE_GROUPS.items() for g in gs}
+
+    def final(key: str) -> bool:
+        parts = key.split("/")
+        if len(parts) < 5 or parts[0] not in phase_of or parts[2] != "c":
+            return False
+        meta = cons.get(f"{parts[0]}/{parts[1]}") or {}
+        try:
+            length = int(meta["chunk_grid"]["configuration"]["chunk_shape"][1])
+            chain, k = int(parts[3]), int(parts[4])
+        except (KeyError, IndexError, TypeError, ValueError):
+            return False
+        n = int(commits.get(chain, {}).get(phase_of[parts[0]], 0))
+        if parts[0].endswith("_fields"):
+            n = -(-n // thin)  # field draws 0, thin, 2·thin, … below n
+        return (k + 1) * length <= n
+
+    return final
 
 
 def _mtime(path: Path) -> int:

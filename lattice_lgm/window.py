@@ -151,7 +151,8 @@ def _finite(name: str, value: Any) -> float:
         raise InvalidParameterError(f"{name}={value!r} is not a number; pass a finite "
                                     "coordinate.") from None
     if not math.isfinite(v):
-        raise InvalidParameterError(f"{name}={value!r} must be a finite coordinate.")
+        raise InvalidParameterError(
+            f"{name}={value!r} must be a finite coordinate of the window's bounds.")
     return v
 
 
@@ -205,7 +206,13 @@ def _check_lattice(lattice: Any, name: str = "lattice") -> Lattice:
 
 def _check_xy(xy: Any, ndim: int, name: str = "xy") -> np.ndarray:
     """``xy`` as a float array ``(n, ndim)`` (``(n,)`` accepted in 1-D), finite."""
-    arr = np.asarray(xy, dtype=np.float64)
+    try:
+        arr = np.asarray(xy, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidDataError(
+            f"{name} must be numeric coordinates, shape (n, {ndim}); converting them to "
+            f"numbers failed ({exc}). Pass an array of floats, a table with numeric x and y "
+            "columns, or a path to one.") from None
     if arr.size == 0:
         return arr.reshape(0, ndim)
     if ndim == 1 and arr.ndim == 1:

@@ -306,7 +306,7 @@ class LGCP:
         self.time_units = time_units
         self.binned = bin_points(points, lattice, self.window, outside=outside)
         xy = read_points(points) if not isinstance(points, np.ndarray) else (
-            np.asarray(points, dtype=np.float64).reshape(len(points), -1))
+            np.asarray(points, dtype=np.float64).reshape(len(points), lattice.ndim))
         #: the points kept (inside the window), (n, ndim) in (x, y) order
         self.points = np.delete(xy, self.binned.dropped_index, axis=0)
         if lattice.crs is None and lattice.units is None and lattice.ndim >= 2:
@@ -394,6 +394,12 @@ class LGCP:
             return None
         from ..covariates import build_design
 
+        if not isinstance(covariates, Mapping) or not all(isinstance(k, str)
+                                                          for k in covariates):
+            raise InvalidParameterError(
+                f"covariates is a {type(covariates).__name__}; pass a mapping of names to "
+                "covariates, e.g. covariates={'elev': DataArray or path}, named as in the "
+                "formula.")
         if formula is None:
             formula = "~ " + " + ".join(covariates)
         return build_design(formula, dict(covariates), self.lattice, inside=self.inside,
