@@ -334,8 +334,11 @@ _THREADS_HELP = ("cores the run may use, shared by Numba, BLAS and FFTW (default
 # -- subcommands --------------------------------------------------------------------------------
 def _report(model: Any, tree: Any, where: str, out_dir: Path, thresholds: Sequence[float],
             block: Sequence[int] | None = None) -> None:
-    """The summary and maps of a run; for a chain block whose siblings are unfinished, a line
-    saying so instead (a job-array task that did its part exits 0)."""
+    """The summary and maps of a run.
+
+    For a chain block whose siblings are unfinished, a line saying so instead (a job-array
+    task that did its part exits 0).
+    """
     st = _module("store", "the run store") if block is not None else None
     if st is not None and st.store_problem(where) is None:
         rs = st.RunStore(where)

@@ -594,30 +594,45 @@ def _state_bytes(state: Any) -> int:
 
 @dataclass(frozen=True)
 class SamplerCost:
-    """Power laws ``a · n^p`` in the state size ``n`` (``prior.state_shape`` cells: the torus
-    of a circulant prior, the padded lattice of a GMRF, the cells of a dense prior), per chain,
-    of the default sampler's peak working memory and its time per iteration.
+    """The default sampler's peak working memory and time per iteration.
 
-    Fitted to the two largest cases of ``benchmarks/perf/resources.py`` per backend
-    (``benchmarks/results/resources.json``; a 2-core machine): rough projections, to refuse
+    Power laws in the state size ``n`` (``prior.state_shape`` cells: the torus of a
+    circulant prior, the padded lattice of a GMRF, the cells of a dense prior).
+
+    Peak bytes are ``(shared + chains · per_chain) · n^p``: most of the peak is shared by the
+    chains of a process (the warm start's and the adaptation's work arrays: one chain or two
+    on a 5 m bei torus peaked within 1%), not one copy per chain.  Seconds are
+    ``chains · iterations · seconds · n^q`` on the machine measured (2 cores).
+
+    From ``benchmarks/perf/resources.py`` (``benchmarks/results/resources.json``): the rate
+    of the largest case, the exponent from the two largest.  Rough projections, to refuse
     what cannot fit and to say how long a run will take, not predictions to the second.
     """
 
-    bytes_a: float
-    bytes_p: float
-    seconds_a: float
-    seconds_p: float
+    shared: float
+    per_chain: float
+    p: float
+    seconds: float
+    q: float
     measured: str
 
-    def bytes(self, n: float) -> float:
-        return self.bytes_a * n**self.bytes_p
+    def peak_bytes(self, n: float, chains: int) -> float:
+        return (self.shared + chains * self.per_chain) * n**self.p
 
-    def seconds(self, n: float) -> float:
-        return self.seconds_a * n**self.seconds_p
+    def seconds_per_iteration(self, n: float) -> float:
+        return self.seconds * n**self.q
 
 
-#: per backend (see :class:`SamplerCost`)
-SAMPLER_COST: dict[str, SamplerCost] = {}
+#: per backend (see :class:`SamplerCost`): ``benchmarks/results/resources.json``, bei with two
+#: covariates, the default method (joint HMC; ``prior-white`` on dense), 2-core machine
+SAMPLER_COST: dict[str, SamplerCost] = {
+    "circulant": SamplerCost(2373.0, 26.5, 1.0, 2.57e-7, 1.15,
+                             "≈ 2.3 KiB per torus cell, measured on bei up to 1.04 M cells"),
+    "gmrf": SamplerCost(176.1, 68.7, 1.27, 9.31e-8, 1.28,
+                        "≈ 176 B · n^1.27, measured on bei up to 0.24 M cells"),
+    "dense": SamplerCost(663.9, 319.8, 1.79, 7.38e-7, 1.88,
+                         "≈ 664 B · N^1.79, measured on bei up to 1250 cells"),
+}
 
 
 def _backend_of(prior: Any) -> str | None:
@@ -630,23 +645,23 @@ def _backend_of(prior: Any) -> str | None:
     return None
 
 
-def _sampler_projection(plan: Any) -> tuple[float, float, str, SamplerCost] | None:
-    """(bytes per chain, seconds per iteration and chain, state description, cost) or None."""
+def _sampler_projection(plan: Any) -> tuple[float, str, SamplerCost] | None:
+    """(state cells, the state described, the backend's cost), or None if not measured."""
     prior = getattr(plan.model, "prior", None)
-    cost = SAMPLER_COST.get(_backend_of(prior) or "")
+    backend = _backend_of(prior)
+    cost = SAMPLER_COST.get(backend or "")
     shape = getattr(prior, "state_shape", None)
     if cost is None or shape is None:
         return None
-    n = float(np.prod(shape))
-    what = f"a {' × '.join(map(str, shape))} {_backend_of(prior)} state"
-    return cost.bytes(n), cost.seconds(n), what, cost
+    return float(np.prod(shape)), f"a {' × '.join(map(str, shape))} {backend} state", cost
 
 
 def _check_sampler_memory(plan: Any, max_memory_gb: float | None, progressbar: bool) -> None:
-    """Refuse a run whose chains' working memory would not fit, before the warm start; with
-    a progress bar, say how long it will take.
+    """Refuse a run whose sampler would not fit in memory, before the warm start.
 
-    The projection is :data:`SAMPLER_COST` for the prior's backend at its state size, for
+    With a progress bar, say what it will take.
+
+    The projection is :data:`SAMPLER_COST` for the prior's backend at its state size and
     the chains in this process, against the memory available now (or ``max_memory_gb``).
     Issue 27: a run that does not fit should say so at once, not be killed by the kernel
     after its warm start.
@@ -656,26 +671,26 @@ def _check_sampler_memory(plan: Any, max_memory_gb: float | None, progressbar: b
     proj = _sampler_projection(plan)
     if proj is None:
         return
-    per_chain, per_it, what, cost = proj
+    n, what, cost = proj
     k = len(plan.chain_ids)
-    need = k * per_chain
+    need = cost.peak_bytes(n, k)
     avail = available_memory() if max_memory_gb is None else float(max_memory_gb) * 2**30
     if need > avail:
-        fit = max(1, int(avail // per_chain))
+        fit = int((avail / n**cost.p - cost.shared) // cost.per_chain)
+        fewer = (f"run at most {fit} chain(s) per process (chain_ids=..., CLI --chains A-B, "
+                 "or Dask workers), " if 1 <= fit < k else "")
         raise ResourceLimitError(
             f"{k} chain(s) on {what} need ≈ {need / 2**30:.3g} GiB while sampling "
-            f"(≈ {per_chain / 2**20:.4g} MiB per chain, {cost.measured}), over the "
-            f"{avail / 2**30:.3g} GiB "
+            f"({cost.measured}), over the {avail / 2**30:.3g} GiB "
             + ("available" if max_memory_gb is None else "of max_memory_gb")
-            + f". Run at most {fit} chain(s) per process (chain_ids=..., CLI --chains A-B, or "
-            "Dask workers), use a coarser cell_size, or a smaller range prior bound (the "
-            "state grows with it).")
+            + f". Use a coarser cell_size, {fewer}a smaller range prior bound (the state "
+            "grows with it), or a machine with more memory.")
     if progressbar:
         its = plan.tune + plan.draws
-        secs = its * k * per_it  # chains share the cores: their iterations add up
+        secs = its * k * cost.seconds_per_iteration(n)
         print(f"projected: ≈ {need / 2**20:.4g} MiB and ≈ {_duration(secs)} for {k} chain(s) "
-              f"× {its} iterations on {what} (rough, {cost.measured}; HMC's trajectory "
-              "lengths vary with the posterior)", file=sys.stderr, flush=True)
+              f"× {its} iterations on {what} (rough: {cost.measured}; trajectory lengths "
+              "vary with the posterior)", file=sys.stderr, flush=True)
 
 
 def _duration(seconds: float) -> str:

@@ -989,8 +989,11 @@ def restore_metadata(path: str | os.PathLike) -> list[str]:
 
 
 def _final_chunks(path: Path, commits: Mapping[int, Mapping[str, int]]) -> Any:
-    """A predicate: does chunk ``key`` (``group/name/c/<chain>/<k>/...``) hold committed draws
-    only?  Such a chunk is complete before its commit and never written again."""
+    """A predicate: whether chunk ``key`` holds committed draws only.
+
+    ``key`` is ``group/name/c/<chain>/<k>/...``.  Such a chunk is complete before its
+    commit and never written again.
+    """
     cons = _consolidated(path)
     rc = dict((_root_meta(path).get("attributes") or {}).get("run_config") or {})
     thin = int(rc.get("thin_fields") or 1)

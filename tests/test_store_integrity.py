@@ -326,21 +326,27 @@ def test_extend_refuses_an_unfinished_run_and_bad_arguments(model, tmp_path, mon
 
 
 def test_chains_whose_working_memory_does_not_fit_are_refused_before_the_warm_start(
-        model, tmp_path, monkeypatch):
+        model, tmp_path, monkeypatch, capsys):
     import lattice_lgm.runs as runs
     import lattice_lgm.threads as T
     from lattice_lgm.errors import ResourceLimitError
 
-    cells = float(np.prod(model.prior.embedding_shape))
-    per_chain = cells * runs.SAMPLER_BYTES_PER_TORUS_CELL
-    monkeypatch.setattr(T, "available_memory", lambda: 1.5 * per_chain)  # room for one chain
-    with pytest.raises(ResourceLimitError, match=r"2 chain\(s\) on a .* torus .*at most 1 chain"):
+    cost = runs.SAMPLER_COST["circulant"]
+    n = float(np.prod(model.prior.state_shape))
+    one, two = cost.peak_bytes(n, 1), cost.peak_bytes(n, 2)
+    assert one < two < 2 * one  # most of the peak is shared by the chains
+    monkeypatch.setattr(T, "available_memory", lambda: (one + two) / 2)  # room for one chain
+    with pytest.raises(ResourceLimitError, match=r"2 chain\(s\) on a .* circulant state .*"
+                                                 r"at most 1 chain"):
         sample(model, store=tmp_path / "r.zarr", **RUN)
     assert not (tmp_path / "r.zarr").exists()  # nothing was written
-    with pytest.raises(ResourceLimitError, match="max_memory_gb"):
-        sample(model, **{**RUN, "max_memory_gb": per_chain / 2**30})
-    monkeypatch.setattr(T, "available_memory", lambda: 2.5 * per_chain)
-    sample(model, store=tmp_path / "ok.zarr", **RUN)  # two chains fit
+    with pytest.raises(ResourceLimitError, match="max_memory_gb. Use a coarser cell_size, a "):
+        sample(model, **{**RUN, "max_memory_gb": one / 2 / 2**30})  # not even one chain
+    monkeypatch.setattr(T, "available_memory", lambda: 1.01 * two)
+    capsys.readouterr()
+    sample(model, store=tmp_path / "ok.zarr", **{**RUN, "progressbar": True})  # two fit
+    err = capsys.readouterr().err
+    assert f"projected: ≈ {two / 2**20:.4g} MiB and ≈ " in err and "2 chain(s) × 13" in err
 
 
 def test_a_store_of_another_layout_version_is_refused_by_name(model, reference, tmp_path,
@@ -419,7 +425,7 @@ def test_a_damaged_commit_marker_is_named_and_rebuilt_by_resume(model, reference
     with pytest.raises(StoreIntegrityError, match=r"commit marker \.commits/chain-0\.json is "
                                                   r"damaged.*rebuilds it"):
         verify_store(p)
-    with pytest.raises(StoreIntegrityError, match="chain-0.json is damaged"):
+    with pytest.raises(StoreIntegrityError, match=r"chain-0\.json is damaged"):
         open_store(p)
     sample(model, store=p, resume=True, **RUN)  # the checkpoint says where chain 0 stood
     from .test_runs import _assert_same_store
@@ -454,3 +460,18 @@ def test_an_arrays_lost_metadata_is_restored_from_the_consolidated_copy(model, r
     for g in ("posterior", "sample_stats", "summaries"):
         for v in a[g].data_vars:
             np.testing.assert_array_equal(a[g][v].values, b[g][v].values, err_msg=f"{g}/{v}")
+
+
+@pytest.mark.parametrize("backend", ["gmrf", "dense"])
+def test_gmrf_and_dense_samplers_are_projected_too(backend, tmp_path, monkeypatch):
+    import lattice_lgm.runs as runs
+    import lattice_lgm.threads as T
+    from lattice_lgm.errors import ResourceLimitError
+
+    m = test_runs.build_model(backend=backend)
+    cost = runs.SAMPLER_COST[backend]
+    need = cost.peak_bytes(float(np.prod(m.prior.state_shape)), RUN["chains"])
+    monkeypatch.setattr(T, "available_memory", lambda: need / 3)
+    with pytest.raises(ResourceLimitError, match=rf"on a .* {backend} state need"):
+        sample(m, store=tmp_path / "r.zarr", **RUN)
+    assert not (tmp_path / "r.zarr").exists()

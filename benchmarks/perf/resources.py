@@ -35,11 +35,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 RESULTS = HERE.parent / "results"
-#: (backend, cell size in m, chains); dense only where its N² matrices are small
+#: (backend, cell size in m, chains); dense only where its O(N³) hyperparameter moves are
+#: short (bei at 12.5 m, N = 3200, took minutes per run)
 CASES = [("circulant", 10.0, 1), ("circulant", 5.0, 1), ("circulant", 5.0, 2),
          ("circulant", 2.5, 1),
          ("gmrf", 10.0, 1), ("gmrf", 5.0, 1), ("gmrf", 5.0, 2), ("gmrf", 2.5, 1),
-         ("dense", 25.0, 1), ("dense", 12.5, 1), ("dense", 12.5, 2)]
+         ("dense", 25.0, 1), ("dense", 20.0, 1), ("dense", 20.0, 2)]
 QUICK = [("circulant", 20.0, 1), ("gmrf", 20.0, 1), ("dense", 25.0, 1)]
 #: iterations of each sampling run: HMC's windowed adaptation needs 20 warm-up iterations
 TUNE, DRAWS = 20, 10
@@ -91,6 +92,39 @@ def run_one(backend: str, cell: float, chains: int) -> dict:
     }
 
 
+def fit(rows: list[dict]) -> dict[str, dict]:
+    """Per backend, the constants of ``lattice_lgm.runs.SamplerCost``.
+
+    The exponents come from the one-chain cases at the two largest state sizes, never below
+    1 (a state of n cells is itself n numbers: a smaller slope is a fixed overhead fading);
+    the rates from the largest; the per-chain rate from a two-chain case against the
+    one-chain case of the same size.
+    """
+    import math
+
+    out = {}
+    for backend in sorted({r["backend"] for r in rows}):
+        one = sorted((r for r in rows if r["backend"] == backend and r["chains"] == 1),
+                     key=lambda r: r["state_cells"])
+        if len(one) < 2:
+            continue
+        a, b = one[-2], one[-1]
+        ratio = math.log(b["state_cells"] / a["state_cells"])
+        p = max(1.0, math.log(b["sample_peak_bytes"] / a["sample_peak_bytes"]) / ratio)
+        q = max(1.0, math.log(b["sample_s"] / a["sample_s"]) / ratio)
+        n = b["state_cells"]
+        per_chain = 0.0
+        for two in (r for r in rows if r["backend"] == backend and r["chains"] == 2):
+            same = next(r for r in one if r["state_cells"] == two["state_cells"])
+            per_chain = max(0.0, (two["sample_peak_bytes"] - same["sample_peak_bytes"])
+                            / two["state_cells"] ** p)
+        its = TUNE + DRAWS
+        out[backend] = {"shared": b["sample_peak_bytes"] / n**p, "per_chain": per_chain,
+                        "p": p, "seconds": b["sample_s"] / (its * n**q), "q": q,
+                        "largest_state_cells": n}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="one small case per backend")
@@ -101,8 +135,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.one:
         print(json.dumps(run_one(args.one[0], float(args.one[1]), int(args.one[2]))))
         return 0
-    rows = []
+    rows: list[dict] = []
+    if not args.quick and args.out.exists():  # resumable: the cases already measured stay
+        rows = json.loads(args.out.read_text()).get("rows", [])
+    done = {(r["backend"], r["cell_size"], r["chains"]) for r in rows}
     for backend, cell, chains in (QUICK if args.quick else CASES):
+        if (backend, cell, chains) in done:
+            continue
         cmd = [sys.executable, __file__, "--one", backend, str(cell), str(chains)]
         proc = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
         if proc.returncode != 0:
@@ -118,14 +157,24 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['sample_s']:6.2f} s = "
               f"{row['seconds_per_iteration_chain_state_cell'] * 1e9:7.1f} ns/(it·chain·cell)",
               flush=True)
-    out = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                       "load_before": os.getloadavg()},
-           "tune": TUNE, "draws": DRAWS, "rows": rows}
+        if not args.quick:
+            _write(args.out, rows)
+    for backend, f in fit(rows).items():
+        print(f"{backend}: SamplerCost(shared={f['shared']:.4g}, per_chain={f['per_chain']:.4g}, "
+              f"p={f['p']:.3g}, seconds={f['seconds']:.4g}, q={f['q']:.3g})")
     if not args.quick:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(out, indent=1))
+        _write(args.out, rows)
         print(f"wrote {args.out}")
     return 0
+
+
+def _write(path: Path, rows: list[dict]) -> None:
+    """The rows so far and their fit (after every case: an interrupted run keeps them)."""
+    out = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                       "load": os.getloadavg()},
+           "tune": TUNE, "draws": DRAWS, "rows": rows, "fit": fit(rows)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

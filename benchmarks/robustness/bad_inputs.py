@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
                 warnings.simplefilter("ignore")
                 try:
                     call()
-                except Exception as e:  # noqa: BLE001 - classifying every outcome is the point
+                except Exception as e:
                     exc = e
             outcome = classify(exc, arg)
             rows.append({"case": name, "names": arg, "outcome": outcome,
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
                     rc = cli.main(argv_)
                 except SystemExit as e:  # argparse
                     rc = e.code
-                except Exception as e:  # noqa: BLE001
+                except Exception as e:
                     exc, rc = e, None
             text = err.getvalue()
             if exc is not None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -186,7 +185,7 @@ def run_fault(name: str, src: Path, damage: Callable[[Path], None], ref: dict, t
         warnings.simplefilter("ignore")
         try:
             before = _draws(p)
-        except Exception:  # noqa: BLE001 - unreadable by zarr itself: compared below as None
+        except Exception:
             before = None
     steps = []
     outcome = None
@@ -205,12 +204,12 @@ def run_fault(name: str, src: Path, damage: Callable[[Path], None], ref: dict, t
             except LatticeLGMError as e:
                 steps.append(f"{what}: {type(e).__name__}: {str(e)[:200]}")
                 outcome = outcome or "refused"
-            except Exception as e:  # noqa: BLE001 - a raw exception is what we count
+            except Exception as e:
                 steps.append(f"{what}: RAW {type(e).__name__}: {str(e)[:200]}")
                 return {"fault": name, "outcome": "raw", "steps": steps}
     try:
         after = _draws(p)
-    except Exception:  # noqa: BLE001
+    except Exception:
         after = None
     if after is not None and _same(after, ref):
         outcome = "survived"
@@ -223,27 +222,44 @@ def run_fault(name: str, src: Path, damage: Callable[[Path], None], ref: dict, t
     return {"fault": name, "outcome": outcome, "steps": steps}
 
 
-def kills(n: int, tmp: Path, ref: dict, seed: int = 0) -> dict:
-    """SIGKILL the run at random moments n times, resuming each time; compare at the end."""
+#: the killed run: long enough (≈ 10 s) that most kills land while it samples
+KILL_RUN = {**RUN, "draws": 300}
+
+
+def kills(n: int, tmp: Path, model, seed: int = 0) -> dict:
+    """SIGKILL the run at random moments n times, resuming each time.
+
+    The final store is compared with the same run uninterrupted.
+    """
+    from lattice_lgm.runs import sample
+    from lattice_lgm.store import store_problem
+
     rng = np.random.default_rng(seed)
+    sample(model, store=tmp / "kill_ref.zarr", **KILL_RUN)
+    ref = _draws(tmp / "kill_ref.zarr")
     p = tmp / "killed.zarr"
     script = tmp / "child.py"
     script.write_text(CHILD.format(root=str(ROOT), model_src=MODEL_SRC))
-    args = json.dumps(RUN)
-    mode = "new"
+    args = json.dumps(KILL_RUN)
+    mode, restarts = "new", 0
     for _ in range(n):
         proc = subprocess.Popen([sys.executable, str(script), str(p), mode, args],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(float(rng.uniform(1.0, 4.0)))
+        time.sleep(float(rng.uniform(3.0, 12.0)))  # start-up (imports, model) ≈ 4 s
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
         proc.wait()
-        if p.exists():
-            mode = "resume"
+        mode = "resume" if p.exists() else "new"
+        if p.exists() and store_problem(p) == "half-created":
+            # killed while laying out the arrays: what the message tells a user to do
+            shutil.rmtree(p)
+            restarts += 1
+            mode = "new"
     proc = subprocess.run([sys.executable, str(script), str(p), mode, args],
                           capture_output=True, text=True)
     ok = proc.returncode == 0 and _same(_draws(p), ref)
-    return {"kills": n, "final_rc": proc.returncode, "identical_to_reference": bool(ok),
+    return {"kills": n, "restarts_of_half_created": restarts, "final_rc": proc.returncode,
+            "identical_to_reference": bool(ok),
             "stderr": proc.stderr[-500:]}
 
 
@@ -283,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
             r = rows[-1]
             print(f"{r['outcome']:9s} {r['fault']}" + ("" if r["outcome"] in
                   ("survived", "refused") else f": {r['steps']}"), flush=True)
-        killed = None if args.quick else kills(args.kills, tmp, ref)
+        killed = None if args.quick else kills(args.kills, tmp, model)
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
