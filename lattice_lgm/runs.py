@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import positive_int
+from ._validation import positive_float, positive_int
 from .errors import InvalidParameterError, LatticeLGMError, ResourceLimitError
 from .store import (
     KEEP_GENERATIONS,
@@ -858,6 +858,11 @@ def sample(
         Bad arguments (before any sweep or store write).
     StoreExistsError, ResumeMismatchError, CheckpointError, ResourceLimitError
     """
+    _check_flags(discard_tuned_samples=discard_tuned_samples, progressbar=progressbar,
+                 resume=resume)
+    for name, v in (("max_disk_gb", max_disk_gb), ("max_memory_gb", max_memory_gb)):
+        if v is not None:
+            positive_float(name, v, "a size in GiB > 0, or None for the free disk / memory")
     if extend is not None and (dask_workers is not None or dask_scheduler is not None):
         raise InvalidParameterError(
             "extend= runs in this process; leave out dask_workers/dask_scheduler.")
@@ -1175,6 +1180,14 @@ def _with_draws(attrs: Mapping[str, Any], draws: int) -> dict[str, Any]:
     if out.get("config"):
         out["config"] = _config_with_draws(out["config"], draws)
     return out
+
+
+def _check_flags(**flags: Any) -> None:
+    """Refuse a switch that is not a bool (``"no"`` would count as true)."""
+    for name, v in flags.items():
+        if not isinstance(v, bool | np.bool_):
+            raise InvalidParameterError(
+                f"{name}={v!r} is a {type(v).__name__}, not a bool; pass True or False.")
 
 
 def _block_draws(path: Path, chain_ids: Sequence[int]) -> int:

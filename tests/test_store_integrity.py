@@ -340,7 +340,7 @@ def test_chains_whose_working_memory_does_not_fit_are_refused_before_the_warm_st
                                                  r"at most 1 chain"):
         sample(model, store=tmp_path / "r.zarr", **RUN)
     assert not (tmp_path / "r.zarr").exists()  # nothing was written
-    with pytest.raises(ResourceLimitError, match="max_memory_gb. Use a coarser cell_size, a "):
+    with pytest.raises(ResourceLimitError, match=r"max_memory_gb\. Use a coarser cell_size, a "):
         sample(model, **{**RUN, "max_memory_gb": one / 2 / 2**30})  # not even one chain
     monkeypatch.setattr(T, "available_memory", lambda: 1.01 * two)
     capsys.readouterr()

@@ -143,8 +143,32 @@ def cases(tmp: Path) -> list[tuple[str, str, Callable[[], object]]]:
          lambda: run(store=tmp / "none.zarr", resume=True)),
         ("extend of a run not in a store", "extend", lambda: run(extend=3)),
         ("extend negative", "extend", lambda: run(store=tmp / "e.zarr", extend=-3)),
+        ("points path missing", "nothere.csv", lambda: lgcp(points=tmp / "nothere.csv")),
+        ("points CSV without x", "x", lambda: lgcp(points=_csv(tmp, "a,b\n1,2\n3,4\n"))),
+        ("points CSV with text in x", "x",
+         lambda: lgcp(points=_csv(tmp, "x,y\n1,2\nthree,4\n"))),
+        ("window path missing", "nowindow.geojson",
+         lambda: lgcp(window=tmp / "nowindow.geojson")),
+        ("cell_size and shape both", "shape", lambda: lgcp(shape=(10, 10))),
+        ("a geographic crs", "crs", lambda: lgcp(crs="EPSG:4326", units=None)),
+        ("chains a float", "chains", lambda: run(chains=1.5)),
+        ("thresholds a string", "thresholds", lambda: run(thresholds="2")),
+        ("store an empty path", "store", lambda: run(store="")),
+        ("thin a float", "thin", lambda: run(thin=0.5)),
+        ("initvals of the wrong length", "initvals", lambda: run(initvals=[{"sd": 1.0}])),
+        ("max_disk_gb NaN", "max_disk_gb", lambda: run(store=tmp / "n.zarr",
+                                                       max_disk_gb=math.nan)),
+        ("discard_tuned_samples a string", "discard_tuned_samples",
+         lambda: run(discard_tuned_samples="no")),
+        ("progressbar a string", "progressbar", lambda: run(progressbar="yes")),
     ]
     return out
+
+
+def _csv(tmp: Path, text: str) -> Path:
+    p = tmp / f"pts{abs(hash(text))}.csv"
+    p.write_text(text)
+    return p
 
 
 def _a_file(tmp: Path) -> Path:
@@ -180,6 +204,17 @@ def cli_cases(tmp: Path) -> list[tuple[str, str, list[str]]]:
          ["run", str(ROOT / "examples" / "bei_demo.toml"), "--threads", "0"]),
         ("run --set of an unknown key", "sampling.drawz",
          ["run", str(ROOT / "examples" / "bei_demo.toml"), "--set", "sampling.drawz=3"]),
+        ("run --set chains negative", "chains",
+         ["run", str(ROOT / "examples" / "bei_demo.toml"), "--set", "sampling.chains=-2"]),
+        ("run --set thin_fields a string", "thin_fields",
+         ["run", str(ROOT / "examples" / "bei_demo.toml"), "--set",
+          "sampling.thin_fields=\"all\""]),
+        ("run --set a cell size of 0", "cell_size",
+         ["run", str(ROOT / "examples" / "bei_demo.toml"), "--set", "data.cell_size=0"]),
+        ("run --set a store path that is a file", "store",
+         ["run", str(ROOT / "examples" / "bei_demo.toml"), "--set",
+          f"store.path=\"{ROOT / 'README.md'}\""]),
+        ("init into an existing file", "README.md", ["init", str(ROOT / "README.md")]),
     ]
 
 

@@ -222,8 +222,8 @@ def run_fault(name: str, src: Path, damage: Callable[[Path], None], ref: dict, t
     return {"fault": name, "outcome": outcome, "steps": steps}
 
 
-#: the killed run: long enough (≈ 10 s) that most kills land while it samples
-KILL_RUN = {**RUN, "draws": 300}
+#: the killed run: long enough (≈ 50 s) that every kill lands while it samples
+KILL_RUN = {**RUN, "draws": 3000}
 
 
 def kills(n: int, tmp: Path, model, seed: int = 0) -> dict:
@@ -242,6 +242,7 @@ def kills(n: int, tmp: Path, model, seed: int = 0) -> dict:
     script.write_text(CHILD.format(root=str(ROOT), model_src=MODEL_SRC))
     args = json.dumps(KILL_RUN)
     mode, restarts = "new", 0
+    landed: list[int | None] = []  # committed draws (min over chains) after each kill
     for _ in range(n):
         proc = subprocess.Popen([sys.executable, str(script), str(p), mode, args],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -249,6 +250,7 @@ def kills(n: int, tmp: Path, model, seed: int = 0) -> dict:
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
         proc.wait()
+        landed.append(_committed(p))
         mode = "resume" if p.exists() else "new"
         if p.exists() and store_problem(p) == "half-created":
             # killed while laying out the arrays: what the message tells a user to do
@@ -258,9 +260,24 @@ def kills(n: int, tmp: Path, model, seed: int = 0) -> dict:
     proc = subprocess.run([sys.executable, str(script), str(p), mode, args],
                           capture_output=True, text=True)
     ok = proc.returncode == 0 and _same(_draws(p), ref)
-    return {"kills": n, "restarts_of_half_created": restarts, "final_rc": proc.returncode,
+    return {"kills": n, "committed_after_each_kill": landed,
+            "restarts_of_half_created": restarts, "final_rc": proc.returncode,
             "identical_to_reference": bool(ok),
             "stderr": proc.stderr[-500:]}
+
+
+def _committed(p: Path) -> int | None:
+    """Posterior draws committed by every chain (None: no usable store yet)."""
+    from lattice_lgm.errors import LatticeLGMError
+    from lattice_lgm.store import RunStore, store_problem
+
+    try:
+        if store_problem(p) is not None:
+            return None
+        done = RunStore(p).committed("posterior")
+    except (LatticeLGMError, OSError):
+        return None
+    return min((done.get(c, 0) for c in range(KILL_RUN["chains"])), default=0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -305,8 +322,9 @@ def main(argv: list[str] | None = None) -> int:
         counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
     print(f"{len(rows)} faults: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     if killed is not None:
-        print(f"{killed['kills']} SIGKILLs then resume: identical to the reference: "
-              f"{killed['identical_to_reference']}")
+        print(f"{killed['kills']} SIGKILLs (committed draws after each: "
+              f"{killed['committed_after_each_kill']}) then resume: identical to the "
+              f"reference: {killed['identical_to_reference']}")
     if not args.quick:
         RESULTS.mkdir(parents=True, exist_ok=True)
         (RESULTS / "faults.json").write_text(json.dumps(
