@@ -23,10 +23,11 @@ from . import (
     errors,
     priors,
 )
+from .api import resume
 from .errors import LatticeLGMError
 from .lattice import Lattice
 from .models import LGCP
-from .runs import resume, sample
+from .runs import sample
 from .store import open_store
 from .window import Window, bin_points, lattice_for_window, read_points
 

@@ -63,8 +63,8 @@ from .models.lgcp import (
     default_method_for,
 )
 from .models.lgcp import METHODS as SAMPLER_METHODS
-from .runs import sample as _sample
 from .samplers.hyper import REPRESENTATIONS
+from .settings import RUN_DEFAULTS
 from .store import upgrade_config
 
 __all__ = [
@@ -297,7 +297,7 @@ def _signature_defaults(fn: Callable) -> dict[str, Any]:
 # LGCP's own defaults, read from its signature so that they are never copied here
 _LGCP = _signature_defaults(LGCP.__init__)
 _SAMPLER = _signature_defaults(LGCP.sampler)
-_RUN = _signature_defaults(_sample)
+_RUN = RUN_DEFAULTS.as_dict()
 _PROB = _float(0.0, 1.0, what="a probability in (0, 1)")
 
 SCHEMA: tuple[Section, ...] = (

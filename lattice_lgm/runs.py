@@ -33,6 +33,7 @@ import numpy as np
 
 from ._validation import positive_float, positive_int
 from .errors import InvalidParameterError, LatticeLGMError, ResourceLimitError
+from .settings import RUN_DEFAULTS
 from .store import (
     KEEP_GENERATIONS,
     PHASE_GROUPS,
@@ -43,7 +44,7 @@ from .store import (
     check_compatible,
     library_versions,
 )
-from .threads import BLAS_ENV, ThreadBudget, thread_budget, using
+from .threads import BLAS_ENV, MEMORY_FRACTION, ThreadBudget, thread_budget, using
 
 __all__ = ["ResourceLimitError", "StoreExistsError", "resume", "sample"]
 
@@ -51,8 +52,6 @@ __all__ = ["ResourceLimitError", "StoreExistsError", "resume", "sample"]
 DEFAULT_CHECKPOINT_EVERY = 100
 #: seconds between progress records when stderr is not a terminal
 LOG_INTERVAL = 30.0
-#: default memory limit of an in-memory run, as a fraction of physical memory
-MEMORY_FRACTION = 0.5
 PHASES = ("warmup", "posterior")
 #: per phase: (draws, thinned fields, sample stats) groups — the store's own table
 GROUPS = PHASE_GROUPS
@@ -737,20 +736,20 @@ def _check_resources(specs, store: Path | None, max_disk_gb, max_memory_gb,
 
 def sample(
     model: Any,
-    draws: int = 1000,
-    tune: int = 1000,
-    chains: int = 4,
+    draws: int = RUN_DEFAULTS.draws,
+    tune: int = RUN_DEFAULTS.tune,
+    chains: int = RUN_DEFAULTS.chains,
     random_seed: int | None = None,
     store: str | os.PathLike | None = None,
     *,
-    thin: int = 1,
-    thin_fields: int = 1,
+    thin: int = RUN_DEFAULTS.thin,
+    thin_fields: int = RUN_DEFAULTS.thin_fields,
     checkpoint_every: int | None = None,
     step: Any = None,
-    representation: str = "auto",
-    n_latent: int = 10,
+    representation: str = RUN_DEFAULTS.representation,
+    n_latent: int = RUN_DEFAULTS.n_latent,
     initvals: Sequence[Mapping[str, float]] | None = None,
-    discard_tuned_samples: bool = True,
+    discard_tuned_samples: bool = RUN_DEFAULTS.discard_tuned_samples,
     progressbar: bool = True,
     resume: bool = False,
     chain_ids: Sequence[int] | None = None,
@@ -760,7 +759,7 @@ def sample(
     max_memory_gb: float | None = None,
     dask_workers: int | None = None,
     dask_scheduler: str | None = None,
-    chains_per_task: int = 1,
+    chains_per_task: int = RUN_DEFAULTS.chains_per_task,
     threads: int | None = None,
     extend: int | None = None,
 ) -> Any:
@@ -1334,13 +1333,11 @@ def resume(store: str | os.PathLike, model: Any = None, *, step: Any = None,
             "resume it without step.")
     cfg = read_config(store)
     if model is None:
-        if not cfg:
-            raise InvalidParameterError(
-                f"{store} was written from Python without a config; pass the model: "
-                "resume(store, model).")
-        from .config import RunConfig
-
-        model = RunConfig.from_resolved(cfg).build_model()
+        raise InvalidParameterError(
+            f"model=None: pass the model the run in {store} sampled (resume(store, model)); "
+            + ("a run started from a configuration rebuilds it itself: lattice_lgm.resume("
+               "store) or `lattice-lgm resume`." if cfg else
+               "it was written from Python without a config, so it cannot be rebuilt."))
     kw = dict(draws=rc["draws"], tune=rc["tune"], chains=rc["chains"], random_seed=rc["seed"],
               store=store, thin=rc["thin"], thin_fields=rc["thin_fields"],
               checkpoint_every=rc["checkpoint_every"],

@@ -88,6 +88,11 @@ def busy_cores(samples: int = 5, interval: float = 0.002) -> float:
     return max(0, min(counts)) * mine / max(mine, os.cpu_count() or 1)
 
 
+#: the share of memory one step may plan to use: an in-memory run's draws (of physical memory),
+#: a model build (of the memory available: the sampler needs the rest)
+MEMORY_FRACTION = 0.5
+
+
 def available_memory() -> float:
     """Bytes of memory available to a new allocation now (Linux ``MemAvailable``).
 

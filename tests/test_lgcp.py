@@ -341,7 +341,7 @@ def test_second_order_check_holds_its_level_and_has_power():
     P(≥ 5 rejections) ≤ 7e-3 (binomial).  Against a Poisson model (f ≡ 0) it must reject often.
     """
     from lattice_lgm.covariance import Matern
-    from lattice_lgm.spatialstats import simulate_lgcp
+    from lattice_lgm.simulate import simulate_lgcp
 
     sd, rng_range, mean, side, h = 1.0, 20.0, math.log(0.04) - 0.5, 100.0, 5.0
     rej_true = rej_poisson = 0

@@ -10,7 +10,7 @@ import pytest
 from lattice_lgm import LGCP, analysis
 from lattice_lgm.covariance import Matern
 from lattice_lgm.samplers import chain_rngs
-from lattice_lgm.spatialstats import simulate_lgcp
+from lattice_lgm.simulate import simulate_lgcp
 
 pytestmark = [pytest.mark.slow, pytest.mark.statistical]
 

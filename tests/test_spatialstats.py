@@ -42,6 +42,7 @@ from lattice_lgm.errors import (
     InvalidParameterError,
     ShapeMismatchError,
 )
+from lattice_lgm.spatialstats import _geometry, mincontrast, summaries
 
 L_SHAPE = shapely.Polygon([(0, 0), (1, 0), (1, 0.5), (0.5, 0.5), (0.5, 1), (0, 1)])
 #: an L-shape rotated so that its edges cross raster cells (non-zero raster error bound)
@@ -85,13 +86,13 @@ def test_window_forms_agree():
     ref = ss.kfunction(pts, (0, 2, 0, 1))
     for w in (shapely.box(0, 0, 2, 1), _HasShapely(shapely.box(0, 0, 2, 1))):
         np.testing.assert_array_equal(ss.kfunction(pts, w).values, ref.values)
-    assert ss._as_window(shapely.box(0, 0, 2, 1)).is_rect
-    assert not ss._as_window(L_SHAPE).is_rect
+    assert _geometry._as_window(shapely.box(0, 0, 2, 1)).is_rect
+    assert not _geometry._as_window(L_SHAPE).is_rect
 
 
 def test_rectangle_set_covariance_matches_shapely():
-    win = ss._as_window((0.0, 3.0, -1.0, 1.0))
-    sc = ss._set_covariance(win, 1024)
+    win = _geometry._as_window((0.0, 3.0, -1.0, 1.0))
+    sc = _geometry._set_covariance(win, 1024)
     for hx, hy in [(0.0, 0.0), (0.7, -0.3), (-2.5, 1.9), (1.0, 0.0)]:
         exact = win.geom.intersection(affinity.translate(win.geom, hx, hy)).area
         assert sc(np.array([hx]), np.array([hy]))[0] == pytest.approx(exact, rel=1e-13, abs=1e-15)
@@ -104,8 +105,8 @@ def test_rectangle_set_covariance_matches_shapely():
     ids=["rotated-L", "quad-with-hole"],
 )
 def test_fft_set_covariance_within_bound(geom):
-    win = ss._as_window(geom)
-    sc = ss._set_covariance(win, 512)
+    win = _geometry._as_window(geom)
+    sc = _geometry._set_covariance(win, 512)
     assert sc.error_bound > 0  # slanted edges: the bound is not trivially 0
     rng = np.random.default_rng(1)
     xmin, ymin, xmax, ymax = geom.bounds
@@ -259,7 +260,7 @@ def test_min_contrast_recovers_exact_curve(stat, sd, rng_):
     r = np.linspace(0.25 / 128, 0.25, 128)[3:]
     k = Matern(1.5, sd=sd, range=rng_)
     emp = ss.lgcp_pcf(r, k) if stat == "pcf" else ss.lgcp_k(r, k)
-    sd_hat, r_hat, obj, ok, at_bound = ss._min_contrast(
+    sd_hat, r_hat, obj, ok, at_bound = mincontrast._min_contrast(
         r, emp, stat=stat, nu=1.5, q=0.25, p=2.0, start=None, range_bounds=(r[0] / 4, 5.0))
     assert ok and not at_bound
     assert sd_hat == pytest.approx(sd, rel=1e-3)
@@ -356,7 +357,7 @@ def _pseudo_true(stat, kern, lam, r_max, window_area_side):
     else:
         r = grid
         expect = ss.lgcp_k(r, kern) / gbar
-    sd, rg, *_ = ss._min_contrast(r, expect, stat=stat, nu=1.5, q=0.25, p=2.0, start=None,
+    sd, rg, *_ = mincontrast._min_contrast(r, expect, stat=stat, nu=1.5, q=0.25, p=2.0, start=None,
                                   range_bounds=(grid[0] / 4, 20 * r_max))
     return sd, rg, gbar
 
@@ -414,7 +415,7 @@ def test_inhomogeneous_constant_intensity_is_homogeneous_times_n_minus_1_over_n(
     # of summing the weights in another order).  Normalised, any constant level gives the same.
     rng = np.random.default_rng(21)
     pts = ss.simulate_poisson(window, 300.0, rng)
-    n, area = len(pts), ss._as_window(window).area
+    n, area = len(pts), _geometry._as_window(window).area
     factor = (n - 1) / n
     for fn, kw in ((ss.pcf, {"resolution": 256}), (ss.kfunction, {"resolution": 256})):
         hom = fn(pts, window, **kw)
@@ -507,17 +508,17 @@ def test_intensity_grid_lookup_matches_bin_points():
         counts = bin_points(p[None, :], lat).counts
         expect[i] = values[np.unravel_index(int(np.argmax(counts)), lat.shape)]
     da = _grid(lat, values)
-    got, kind = ss._intensity_at(da, pts)
+    got, kind = summaries._intensity_at(da, pts)
     assert kind == "DataArray"
     np.testing.assert_array_equal(got, expect)
     # hand checks: the lower-left corner → cell (0, 0); the upper-right corner → the last cell;
     # (x, y) on the interior edges x = origin_x + 2·0.7, y = origin_y + 3·0.3 → cell (3, 2)
     corner = np.array([[xlo, ylo], [xhi, yhi], [xe[2], ye[3]]])
-    np.testing.assert_array_equal(ss._intensity_at(da, corner)[0],
+    np.testing.assert_array_equal(summaries._intensity_at(da, corner)[0],
                                   [values[0, 0], values[4, 6], values[3, 2]])
     # dims in (x, y) order and descending y coordinates (north-up rasters) give the same values
-    np.testing.assert_array_equal(ss._intensity_at(da.transpose("x", "y"), pts)[0], expect)
-    np.testing.assert_array_equal(ss._intensity_at(da.isel(y=slice(None, None, -1)), pts)[0],
+    np.testing.assert_array_equal(summaries._intensity_at(da.transpose("x", "y"), pts)[0], expect)
+    np.testing.assert_array_equal(summaries._intensity_at(da.isel(y=slice(None, None, -1)), pts)[0],
                                   expect)
     # and the public path: pcf with the grid = pcf with the looked-up values
     win = (xlo, xhi, ylo, yhi)

@@ -51,12 +51,17 @@ import numpy as np
 
 from .._validation import positive_float
 from ..covariance import Covariance, Matern, SpaceTime
-from ..errors import InvalidParameterError, ShapeMismatchError, UnsupportedOperationError
+from ..errors import (
+    InvalidParameterError,
+    ResourceLimitError,
+    ShapeMismatchError,
+    UnsupportedOperationError,
+)
 from ..hyperpriors import Hyperprior, Normal, PCPriorRange, PCPriorSD
 from ..lattice import Lattice
 from ..likelihoods import Poisson
 from ..priors import CirculantPrior, DensePrior, GaussianPrior, GMRFPrior
-from ..threads import available_memory
+from ..threads import MEMORY_FRACTION, available_memory
 from .latent import BETA_PREFIX, LatentGaussianModel
 
 __all__ = ["LGCP", "GeographicCoordinatesWarning"]
@@ -96,12 +101,9 @@ def _check_build_resources(lattice: Lattice, backend: str) -> None:
     Issue 27: bei at 0.01 m died in a raw ``MemoryError`` for 37 GiB while binning, and at
     0.1 m in a traceback from the GLM after 65 s.  The projection is the measured
     :data:`BUILD_BYTES_PER_CELL` (the dense backend adds its ``N²`` matrices), refused above
-    half the memory available (:data:`lattice_lgm.runs.MEMORY_FRACTION`: the sampler needs
+    half the memory available (:data:`lattice_lgm.threads.MEMORY_FRACTION`: the sampler needs
     the rest).
     """
-    from ..errors import ResourceLimitError
-    from ..runs import MEMORY_FRACTION
-
     cells = float(lattice.size)
     need = cells * BUILD_BYTES_PER_CELL + (3 * 8 * cells**2 if backend == "dense" else 0.0)
     avail = available_memory()
