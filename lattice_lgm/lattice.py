@@ -52,6 +52,26 @@ def _is_geographic(crs: str) -> bool:
     return c in _GEOGRAPHIC_CRS or "+proj=longlat" in c or "+proj=latlong" in c
 
 
+def same_crs(a: str | None, b: str | None) -> bool:
+    """Whether two CRS descriptions mean the same CRS (None: unknown, matches anything).
+
+    pyproj (optional) compares WKT, EPSG codes and PROJ strings by meaning, ignoring axis
+    order; without it, or for a string it cannot parse, the text is compared.
+    """
+    if a is None or b is None:
+        return True
+    try:
+        import pyproj
+
+        return bool(pyproj.CRS.from_user_input(a).equals(pyproj.CRS.from_user_input(b),
+                                                          ignore_axis_order=True))
+    except ImportError:
+        pass
+    except Exception:  # unparseable by pyproj: fall back to comparing the text
+        pass
+    return a.strip().lower() == b.strip().lower()
+
+
 @dataclass(frozen=True)
 class Lattice:
     """A regular lattice of cells in projected coordinates.

@@ -51,7 +51,7 @@ from .errors import (
     ShapeMismatchError,
     UnsupportedOperationError,
 )
-from .lattice import Lattice, _is_geographic
+from .lattice import Lattice, _is_geographic, same_crs
 
 __all__ = ["BinnedPoints", "Window", "bin_points", "lattice_for_window", "read_points"]
 
@@ -128,20 +128,6 @@ def _crs_unless_impossible(gdf: Any) -> Any:
         "coordinates without a CRS. Give the real CRS (store it in the file, e.g. as a "
         "GeoPackage) or units to say what they are.", UserWarning, stacklevel=4)
     return None
-
-
-def _same_crs(a: str | None, b: str | None) -> bool:
-    if a is None or b is None:
-        return True
-    try:
-        import pyproj
-
-        return bool(pyproj.CRS.from_user_input(a) == pyproj.CRS.from_user_input(b))
-    except ImportError:
-        pass
-    except Exception:  # unknown to pyproj: compare names
-        pass
-    return a.strip().lower() == b.strip().lower()
 
 
 def _finite(name: str, value: Any) -> float:
@@ -765,7 +751,7 @@ class Window:
                 f"a {self._kind} window is 2-D but the lattice is 1-D {lattice.shape}; use "
                 "Window.interval(a, b) for a 1-D lattice."
             )
-        if not _same_crs(self._crs, lattice.crs):
+        if not same_crs(self._crs, lattice.crs):
             raise InvalidParameterError(
                 f"window crs={self._crs!r} differs from lattice crs={lattice.crs!r}; reproject "
                 "the window (or build the lattice with lattice_for_window)."
@@ -957,7 +943,7 @@ def lattice_for_window(
         n = tuple(int(v) for v in np.broadcast_to(arr, (ndim,)))
         h = tuple(e / k for e, k in zip(extent, n, strict=True))
     crs_s = _crs_string(crs, "crs")
-    if crs_s is not None and not _same_crs(crs_s, window.crs):
+    if crs_s is not None and not same_crs(crs_s, window.crs):
         raise InvalidParameterError(
             f"crs={crs_s!r} differs from window.crs={window.crs!r}; reproject the window or "
             "leave crs=None to take the window's."
@@ -1219,7 +1205,7 @@ def bin_points(
         raw, pts_crs = _read_points(points, columns)
         pts = _check_xy(raw, ndim, "points")
     for other, what in ((lattice.crs, "lattice"), (win.crs if win else None, "window")):
-        if not _same_crs(pts_crs, other):
+        if not same_crs(pts_crs, other):
             raise InvalidDataError(
                 f"points crs={pts_crs!r} differs from {what} crs={other!r}; reproject the "
                 "points (gdf.to_crs(...)) first."
