@@ -220,10 +220,10 @@ def _crash_after_checkpoint(model, path, monkeypatch, n=3, run=None):
     """Run RUN into ``path`` and raise after its n-th checkpoint (the store is left as a dead
     process would leave it: that checkpoint and the draws it covers on disk)."""
     run = RUN if run is None else run
-    import lattice_lgm.runs as runs
+    from lattice_lgm.runs.loop import _Runner
 
     calls = {"n": 0}
-    orig = runs._Runner._checkpoint
+    orig = _Runner._checkpoint
 
     def dying(self, *a, **k):
         orig(self, *a, **k)
@@ -231,10 +231,10 @@ def _crash_after_checkpoint(model, path, monkeypatch, n=3, run=None):
         if calls["n"] == n:
             raise RuntimeError("simulated crash")
 
-    monkeypatch.setattr(runs._Runner, "_checkpoint", dying)
+    monkeypatch.setattr(_Runner, "_checkpoint", dying)
     with pytest.raises(RuntimeError, match="simulated crash"):
         sample(model, store=path, **run)
-    monkeypatch.setattr(runs._Runner, "_checkpoint", orig)
+    monkeypatch.setattr(_Runner, "_checkpoint", orig)
 
 
 # -- exact resume ---------------------------------------------------------------------------------

@@ -285,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="faults only, no JSON")
     ap.add_argument("--kills", type=int, default=10)
     args = ap.parse_args(argv)
-    from lattice_lgm.runs import _Runner, sample
+    from lattice_lgm.runs import sample
+    from lattice_lgm.runs.loop import _Runner
 
     model = _ns()["build_model"]()
     rows = []
