@@ -37,6 +37,7 @@ import numpy as np
 import xarray as xr
 
 from .errors import InvalidParameterError, UnsupportedOperationError
+from .settings import DEFAULT_THRESHOLDS
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
@@ -58,7 +59,6 @@ __all__ = [
 ]
 
 #: default relative-risk thresholds of :func:`exceedance`
-DEFAULT_THRESHOLDS = (1.5, 2.0, 3.0)
 #: the posterior range should span at least this many cells (else the grid is too coarse)
 MIN_CELLS_PER_RANGE = 5.0
 #: area of one target unit in square metres

@@ -46,7 +46,6 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from .analysis import DEFAULT_THRESHOLDS
 from .covariates import METHODS as REGRID_METHODS
 from .errors import BackendUnavailableError, InvalidParameterError
 from .models.lgcp import (
@@ -64,7 +63,7 @@ from .models.lgcp import (
 )
 from .models.lgcp import METHODS as SAMPLER_METHODS
 from .samplers.hyper import REPRESENTATIONS
-from .settings import RUN_DEFAULTS
+from .settings import DEFAULT_THRESHOLDS, RUN_DEFAULTS
 from .store import upgrade_config
 
 __all__ = [

@@ -50,3 +50,5 @@ class RunDefaults:
 
 #: the defaults every entry point uses
 RUN_DEFAULTS = RunDefaults()
+#: relative-risk levels of the exceedance summaries and maps, ``P(RR > c | data)``
+DEFAULT_THRESHOLDS = (1.5, 2.0, 3.0)

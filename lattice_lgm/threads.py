@@ -5,7 +5,7 @@ the chains' thread pool), the BLAS library's (dense Cholesky factors, matrix pro
 FFTW's (circulant transforms).  Left alone each takes every core, and on a 2-core machine
 their idle threads spin against each other: an elliptical slice step of the dense coal-mining
 LGCP took 2.2 ms with Numba and OpenBLAS at 2 threads each and 0.51-0.68 ms with either at 1;
-on a loaded machine 10-40x slower (issue 26, docs/architecture.md decision 79).
+on a loaded machine 10-40x slower (issue 26, docs/decisions.md decision 79).
 
 The rule (:func:`thread_budget`): a run may use ``threads`` cores; parallelism goes over
 chains when there are several — ``chains = min(threads, n_chains)`` of them advance side by

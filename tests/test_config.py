@@ -17,10 +17,10 @@ import pandas as pd
 import pytest
 
 from lattice_lgm import config
-from lattice_lgm.analysis import DEFAULT_THRESHOLDS
 from lattice_lgm.config import ConfigError, RunConfig, load_config, template
 from lattice_lgm.errors import InvalidParameterError, LatticeLGMError
 from lattice_lgm.hyperpriors import Normal, PCPriorRange, PCPriorSD
+from lattice_lgm.settings import DEFAULT_THRESHOLDS
 
 REPO_DATA = Path(__file__).resolve().parents[1] / "data"
 N_POINTS = 200

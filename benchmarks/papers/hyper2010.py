@@ -1071,7 +1071,7 @@ def markdown(res: dict[str, Any]) -> str:
         lines += ["Per second across commits: " + ", ".join(
             f"the {n} runs come from {k} commits" for n, k in sorted(mixed.items()))
             + ", so their per-second ratios include any speed-up landed between those runs "
-            "(docs/architecture.md says which paths each decision changed); the per-evaluation "
+            "(docs/decisions.md says which paths each decision changed); the per-evaluation "
             "and per-construction ratios count work and do not depend on it.", ""]
     short = not_at_paper_protocol(protos)
     if res["mode"] == "quick" or short:

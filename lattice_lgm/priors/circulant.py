@@ -340,7 +340,7 @@ class CirculantPrior(GaussianPrior):
         self.eigenvalues = lam
         # Everything else derives from λ and is computed on first use: a hyperparameter move
         # builds a prior per proposal and usually needs only λ and one multiplier (measured
-        # at 1024²: with_params 0.44 s → see docs/architecture.md).
+        # at 1024²: with_params 0.44 s → see docs/decisions.md).
         self._derived: dict[str, Any] = {}
 
     def _get(self, name: str) -> Any:

@@ -8,8 +8,10 @@ from typing import Any
 
 from .._validation import positive_int
 from ..errors import InvalidParameterError
+from ..samplers import chain_rngs
 from ..store import (
     RunStore,
+    open_store,
 )
 from ..threads import BLAS_ENV, thread_budget
 from .plan import _Plan
@@ -74,13 +76,11 @@ def _sample_dask(model: Any, *, store, workers, scheduler, chains_per_task, resu
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    from .store import open_store
 
     return open_store(path)
 
 
 def _create_only(model: Any, path: Path, kwargs: dict, blocks: list[list[int]]) -> None:
-    from .samplers import chain_rngs
 
     kw = {k: kwargs[k] for k in ("draws", "tune", "chains", "random_seed", "thin",
                                  "thin_fields", "checkpoint_every", "representation",

@@ -10,12 +10,15 @@ from typing import Any
 
 from .._validation import positive_float, positive_int
 from ..errors import InvalidParameterError
+from ..samplers import chain_rngs
 from ..settings import RUN_DEFAULTS
 from ..store import (
     CheckpointError,
     RunStore,
     StoreExistsError,
     check_compatible,
+    open_store,
+    read_config,
 )
 from ..threads import ThreadBudget, thread_budget, using
 from .dask import _sample_dask
@@ -123,7 +126,7 @@ def sample(
         one shared store (job arrays: one process per block of chains).
     thresholds : sequence of float, optional
         Relative-risk levels of the online exceedance counts (default
-        :data:`lattice_lgm.analysis.DEFAULT_THRESHOLDS`).
+        :data:`lattice_lgm.settings.DEFAULT_THRESHOLDS`).
     config : mapping, optional
         The resolved run configuration (the CLI passes it), stored in the attrs.
     max_disk_gb, max_memory_gb : float, optional
@@ -221,8 +224,6 @@ def _sample_in_process(plan: _Plan, budget: ThreadBudget, *, store, resume, chai
 
     ``old_draws``: the finished run's draws when :func:`sample` extends it (``extend=``).
     """
-    from .samplers import chain_rngs
-
     # a draw of the layout: the state at the start (its record uses no randomness)
     probe_rngs = chain_rngs(plan.seed, plan.chain_ids)
 
@@ -338,7 +339,6 @@ def _sample_in_process(plan: _Plan, budget: ThreadBudget, *, store, resume, chai
     finally:
         if st is not None:
             st.unlock()
-    from .store import open_store
 
     return open_store(path)
 
@@ -382,8 +382,6 @@ def resume(store: str | os.PathLike, model: Any = None, *, step: Any = None,
     -------
     xarray.DataTree
     """
-    from .store import open_store, read_config
-
     rs = RunStore(store)
     attrs = rs.attrs
     rc = dict(attrs.get("run_config", {}))

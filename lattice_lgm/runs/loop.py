@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidParameterError
+from ..samplers.state import LatentState
 from ..store import (
     library_versions,
 )
@@ -194,7 +195,6 @@ class _Runner:
         """The sampler state, streams and accumulators of a checkpoint."""
         import pyfftw
 
-        from .samplers.state import LatentState
 
         if list(meta["chain_ids"]) != self.plan.chain_ids:
             raise InvalidParameterError(

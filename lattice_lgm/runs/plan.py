@@ -6,8 +6,11 @@ from typing import Any
 
 import numpy as np
 
+from .._runview import view_of
 from .._validation import positive_int
 from ..errors import InvalidParameterError
+from ..samplers import sweep_settings
+from ..settings import DEFAULT_THRESHOLDS
 from ..store import (
     PHASE_GROUPS,
     VarSpec,
@@ -37,8 +40,6 @@ class _Plan:
     def __init__(self, model: Any, *, draws, tune, chains, random_seed, thin, thin_fields,
                  checkpoint_every, representation, n_latent, discard_tuned_samples,
                  chain_ids, thresholds, config, step=None) -> None:
-        from ._runview import view_of
-        from .analysis import DEFAULT_THRESHOLDS
 
         self.view = view_of(model)
         self.draws = positive_int("draws", draws, "stored draws per chain, e.g. 1000")
@@ -93,7 +94,6 @@ class _Plan:
         if step is not None:
             # a custom sweep decides the moves: record its settings instead of the default
             # sweep's (which it does not use), so a resume with another sweep is refused
-            from .samplers import sweep_settings
 
             self.run_config.update(representation=None, n_latent=None,
                                    step=sweep_settings(step))

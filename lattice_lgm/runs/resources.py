@@ -13,7 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from .. import threads
 from ..errors import ResourceLimitError
+from ..priors import CirculantPrior, DensePrior, GMRFPrior
 from ..store import (
     KEEP_GENERATIONS,
     VarSpec,
@@ -82,7 +84,6 @@ SAMPLER_COST: dict[str, SamplerCost] = {
 
 
 def _backend_of(prior: Any) -> str | None:
-    from .priors import CirculantPrior, DensePrior, GMRFPrior
 
     for cls, name in ((CirculantPrior, "circulant"), (GMRFPrior, "gmrf"),
                       (DensePrior, "dense")):
@@ -112,15 +113,13 @@ def _check_sampler_memory(plan: Any, max_memory_gb: float | None, progressbar: b
     Issue 27: a run that does not fit should say so at once, not be killed by the kernel
     after its warm start.
     """
-    from .threads import available_memory
-
     proj = _sampler_projection(plan)
     if proj is None:
         return
     n, what, cost = proj
     k = len(plan.chain_ids)
     need = cost.peak_bytes(n, k)
-    avail = available_memory() if max_memory_gb is None else float(max_memory_gb) * 2**30
+    avail = threads.available_memory() if max_memory_gb is None else float(max_memory_gb) * 2**30
     if need > avail:
         fit = int((avail / n**cost.p - cost.shared) // cost.per_chain)
         fewer = (f"run at most {fit} chain(s) per process (chain_ids=..., CLI --chains A-B, "

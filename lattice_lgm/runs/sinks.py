@@ -9,6 +9,7 @@ import numpy as np
 from ..store import (
     RunStore,
     VarSpec,
+    _json,
 )
 
 
@@ -52,7 +53,6 @@ class _MemorySink:
 def _plain(d: dict) -> dict:
     import json
 
-    from .store import _json
 
     return json.loads(_json(d))
 

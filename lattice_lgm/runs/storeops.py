@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidParameterError, LatticeLGMError, ResourceLimitError
+from ..store import RunStore, StoreIntegrityError, verify_store
 from .plan import PHASES
 
 _STORE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
@@ -73,8 +74,6 @@ def _check_flags(**flags: Any) -> None:
 
 def _block_draws(path: Path, chain_ids: Sequence[int]) -> int:
     """The committed posterior draws of a block of chains (all alike), for its extension."""
-    from .store import RunStore
-
     done = RunStore(path).committed("posterior")
     have = {int(c): done.get(int(c), 0) for c in chain_ids}
     if len(set(have.values())) != 1:
@@ -94,8 +93,6 @@ def _grow_under_lock(st: Any, plan: Any, old_draws: int, state: Any,
     handles are opened again (writes beyond the shape they knew would be clipped); anything
     else — an extension by another amount, refused.
     """
-    from .store import RunStore
-
     with st.layout_lock():
         now = RunStore(st.path)
         stored = int(dict(now.attrs.get("run_config", {})).get("draws", -1))
@@ -156,8 +153,6 @@ def _require_intact(path: str | os.PathLike, chains: Sequence[int]) -> None:
         Naming the missing and corrupt files.  Lost draws cannot be rebuilt from the
         checkpoints (they hold the newest state only).
     """
-    from .store import StoreIntegrityError, verify_store
-
     report = verify_store(path, chains=chains)
     if not report.ok:
         raise StoreIntegrityError(

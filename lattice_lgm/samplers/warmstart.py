@@ -1,7 +1,7 @@
 """A start that fits the data: the field's posterior mode at fixed θ, then elliptical slice updates.
 
 Chains started from a *prior* draw of the field do not agree with the data, and the first
-hyperparameter move then explains the misfit away (measured on bei, docs/architecture.md: the
+hyperparameter move then explains the misfit away (measured on bei, docs/decisions.md: the
 sd collapses under ``prior-white``, or the range runs to its bound under ``post-scalar``, and the
 chains need thousands of sweeps to come back).  :func:`warm_start` therefore starts every chain
 from a field that fits the data at the chain's own starting ``θ``:

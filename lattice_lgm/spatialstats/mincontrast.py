@@ -138,7 +138,7 @@ class MinContrastFit:
     Attributes
     ----------
     sd, range, nu : float
-        Field standard deviation, range (``= 2 × lengthscale``, docs/architecture.md departure
+        Field standard deviation, range (``= 2 × lengthscale``, docs/decisions.md departure
         4) and Matérn smoothness.
     stat : str
         ``"pcf"`` or ``"K"``.
