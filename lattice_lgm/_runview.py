@@ -59,16 +59,16 @@ class LGCPView:
 
     def record(self, state) -> dict[str, Any]:
         """Hyperparameters, coefficients, the window field and the summary values of a state."""
-        from .analysis import log_intensity, posterior_dataset
-
-        ds = posterior_dataset(self.model, [state])
-        rec: dict[str, Any] = {"scalars": {n: ds[n].values[:, 0] for n in ds.data_vars
-                                           if ds[n].dims == ("chain", "draw") and n != "loglik"}}
-        rec["beta"] = ds["beta"].values[:, 0] if "beta" in ds else None
-        f = ds["f"].values[:, 0]
-        rec["f"] = f.astype(np.float32)
-        lam = np.exp(log_intensity(self.model, ds).values[:, 0])
-        sd = ds["sd"].values[:, 0].reshape(-1, *([1] * len(self.shape))) if "sd" in ds else 0.0
+        m, n = self.model, state.n_chains
+        # NumPy throughout (no Dataset per draw): the model's own mappings, which the
+        # posterior Datasets of analysis use as well
+        f = state.f.reshape(n, -1)[:, m.prior.window_index()].reshape(n, *self.shape)
+        f = np.asarray(f, dtype=float)
+        rep = m.reported_draws(state.theta, m.coefficient_draws(state))
+        beta = rep.pop("beta", None)
+        rec: dict[str, Any] = {"scalars": rep, "beta": beta, "f": f.astype(np.float32)}
+        lam = np.exp(m.log_intensity_values(f, rep["intercept"], beta))
+        sd = rep["sd"].reshape(-1, *([1] * len(self.shape))) if "sd" in rep else 0.0
         rr = np.where(self.inside, np.exp(f - 0.5 * sd**2), np.nan)
         rec["summary"] = {"intensity": lam, "rr": rr}
         return rec

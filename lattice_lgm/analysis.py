@@ -129,20 +129,9 @@ def posterior_dataset(model: Any, states: Sequence[Any]) -> xr.Dataset:
 
 def _reported(model: Any, theta: dict[str, np.ndarray], coef: np.ndarray,
               ) -> dict[str, tuple[tuple[str, ...], np.ndarray]]:
-    """The posterior's scalar variables and ``beta`` from the sampler's parameters.
-
-    The covariance hyperparameters keep their names; the intercept (a hyperparameter or the
-    block's first coefficient) becomes ``intercept`` and the covariates' coefficients ``beta``,
-    both on the covariates' original scale (:meth:`LGCP.reported_coefficients`), so the store,
-    the summary table and :func:`log_intensity` use one name and one scale for each.
-    """
-    skip = {"mean", *getattr(model, "hyper_coefficients", {}).values()}
-    out = {k: (("chain", "draw"), v) for k, v in theta.items() if k not in skip}
-    icpt, beta = model.reported_coefficients(coef, theta.get("mean"))
-    out["intercept"] = (("chain", "draw"), icpt)
-    if model.covariate_names:
-        out["beta"] = (("chain", "draw", "covariate"), beta)
-    return out
+    """:meth:`LGCP.reported_draws` with the posterior's dims."""
+    return {k: (("chain", "draw", "covariate") if k == "beta" else ("chain", "draw"), v)
+            for k, v in model.reported_draws(theta, coef).items()}
 
 
 def _require(posterior: xr.Dataset, *names: str) -> None:
@@ -161,19 +150,13 @@ def log_intensity(model: Any, posterior: xr.Dataset) -> xr.DataArray:
     xarray.DataArray, dims (chain, draw, *lattice.dims)
     """
     _require(posterior, "f", "intercept")
-    eta = posterior["f"] + posterior["intercept"]
+    f = posterior["f"]
+    beta = None
     if model.covariate_names:
         _require(posterior, "beta")
-        d = model.design
-        # the original columns (``beta`` is on their scale); cells outside the window are
-        # masked below, so their NaN may stand as the centre
-        x = d.center + d.scale * np.nan_to_num(d.X, nan=0.0)
-        X = xr.DataArray(x, dims=(*model.lattice.dims, "covariate"),
-                         coords={"covariate": list(model.covariate_names)})
-        eta = eta + xr.dot(posterior["beta"], X, dim="covariate")
-    if model.offset is not None:
-        eta = eta + xr.DataArray(model.offset, dims=model.lattice.dims)
-    eta = eta.where(xr.DataArray(model.inside, dims=model.lattice.dims))
+        beta = posterior["beta"].sel(covariate=list(model.covariate_names)).values
+    eta = xr.DataArray(model.log_intensity_values(f.values, posterior["intercept"].values, beta),
+                       dims=f.dims, coords=f.coords)
     return eta.rename("log_intensity").assign_attrs(
         long_name="log intensity", units=f"log(points per {_unit(model)})")
 

@@ -54,7 +54,6 @@ from ..covariance import Covariance, Matern, SpaceTime
 from ..errors import (
     InvalidParameterError,
     ResourceLimitError,
-    ShapeMismatchError,
     UnsupportedOperationError,
 )
 from ..hyperpriors import Hyperprior, Normal, PCPriorRange, PCPriorSD
@@ -63,6 +62,7 @@ from ..likelihoods import Poisson
 from ..priors import CirculantPrior, DensePrior, GaussianPrior, GMRFPrior
 from ..threads import MEMORY_FRACTION, available_memory
 from .latent import BETA_PREFIX, LatentGaussianModel
+from .reporting import LGCPReporting
 
 __all__ = ["LGCP", "GeographicCoordinatesWarning"]
 
@@ -146,7 +146,7 @@ def _warn_if_lonlat(xy: np.ndarray, bounds: Any) -> None:
             "units= (e.g. units='m') to say so.", GeographicCoordinatesWarning, stacklevel=3)
 
 
-class LGCP:
+class LGCP(LGCPReporting):
     """A log-Gaussian Cox process fitted on a lattice over an observation window.
 
     Parameters
@@ -741,131 +741,6 @@ class LGCP:
 
     #: the report of the last warm start (:meth:`init_state`)
     last_warm_start: Any = None
-
-    def coefficient_draws(self, state: Any) -> np.ndarray:
-        """Every coefficient of a sampler state, in :attr:`coef_names` order.
-
-        Block coefficients come from ``state.beta``, hyperparameter ones from ``state.theta``.
-
-        Returns
-        -------
-        ndarray, shape (n_chains, len(coef_names))
-        """
-        n = len(state.chains)
-        block = iter(np.asarray(state.beta, dtype=float).reshape(n, -1).T)
-        cols = [np.asarray(state.theta[self.hyper_coefficients[c]], dtype=float)
-                if c in self.hyper_coefficients else next(block) for c in self.coef_names]
-        return np.stack(cols, axis=1) if cols else np.zeros((n, 0))
-
-    # -- reporting ----------------------------------------------------------------------------
-    @property
-    def covariate_names(self) -> tuple[str, ...]:
-        """The covariate columns' names: the ``covariate`` coordinate of ``posterior.beta``."""
-        return () if self.design is None else tuple(self.design.names)
-
-    def reported_coefficients(self, coef: np.ndarray, intercept: np.ndarray | float | None = None,
-                              ) -> tuple[np.ndarray, np.ndarray]:
-        """The intercept and the covariates' coefficients as reported: on the original scale.
-
-        The sampler works on standardised columns, with the intercept either a
-        hyperparameter (``theta["mean"]``) or the block's first coefficient (its prior centre
-        subtracted); a run's posterior, its summary table and :func:`~lattice_lgm.analysis.
-        log_intensity` all speak of one ``intercept`` and one ``beta`` on the covariates'
-        original scale, which this maps to.
-
-        Parameters
-        ----------
-        coef : ndarray, shape (..., len(coef_names))
-            Coefficients on the sampler's scale, in :attr:`coef_names` order (e.g.
-            :meth:`coefficient_draws` stacked over draws).
-        intercept : float or ndarray, shape (...), optional
-            The intercept hyperparameter (``theta["mean"]``); required unless
-            ``intercept="block"``.
-
-        Returns
-        -------
-        intercept : ndarray, shape (...)
-            ``log λ`` at the covariates' zero, without the field (whose prior mean is
-            ``sd²/2``).
-        beta : ndarray, shape (..., len(covariate_names))
-        """
-        coef = np.asarray(coef, dtype=float)
-        if coef.shape[-1:] != (len(self.coef_names),):
-            raise ShapeMismatchError(
-                f"coef has shape {coef.shape}; expected (..., {len(self.coef_names)}) for the "
-                f"coefficients {self.coef_names}.")
-        if self.intercept == "block":
-            # the block's first coefficient is the intercept minus its prior centre
-            intercept = coef[..., 0] + self.prior_spec["mean"].mean
-            coef = coef[..., 1:]
-        elif intercept is None:
-            raise InvalidParameterError(
-                "intercept is None; pass the intercept hyperparameter's draws (theta['mean']).")
-        intercept = np.broadcast_to(np.asarray(intercept, dtype=float), coef.shape[:-1])
-        if self.design is None:
-            return intercept + 0.0, coef
-        beta, icpt = self.design.to_original(coef, intercept)
-        return np.asarray(icpt, dtype=float), beta
-
-    def describe(self) -> str:
-        """Data, lattice, priors (stated the INLA way) and the frequentist cross-check."""
-        lat, b = self.lattice, self.binned
-        from ..analysis import measure_unit
-
-        u = lat.units or "units"
-        mu = measure_unit(lat, self.time_units)
-        where = f"a {self.window.kind} window of area {self.area:.6g} {mu}"
-        if lat.ndim == 3:
-            tu = self.time_units or "time units"
-            where = (f"a {self.window.kind} window of area {self.window.area:.6g} {u}² over "
-                     f"{self.time_extent:.6g} {tu} (exposure {self.area:.6g} {mu})")
-        lines = [
-            f"LGCP: {self.n_points} points in {where}"
-            + (f" ({b.n_dropped} outside dropped)" if b.n_dropped else "")
-            + (f", {b.n_duplicates} duplicate locations kept" if b.n_duplicates else "")
-            + (f", {b.n_moved} edge points assigned to the nearest open cell" if b.n_moved
-               else ""),
-            f"lattice {lat.shape} ({', '.join(lat.dims)}), cells "
-            + (f"{lat.spacing[0]:g} {self.time_units or 'time units'} × " if lat.ndim == 3
-               else "")
-            + f"{' × '.join(f'{h:g}' for h in lat.spacing[lat.ndim == 3:])} {u}, "
-            f"{int(self.inside.sum())} cells overlap the window",
-            f"field prior: {self.prior.describe()}",
-            "priors:",
-            f"  range: {self.prior_spec['range'].describe()}",
-            f"  sd:    {self.prior_spec['sd'].describe()}",
-            *([f"  range_t ({self.time_units or 'time units'}): "
-               f"{self.prior_spec['range_t'].describe()}; start at its median "
-               f"{self.start['range_t']:.4g} (no frequentist space-time fit)"]
-              if "range_t" in self.prior_spec else []),
-            f"  intercept (log points per {mu}"
-            + (", at the covariates' centres" if self.design is not None else "")
-            + f"): {self.prior_spec['mean'].describe()}"
-            + (" (in the Gaussian block)" if self.intercept == "block" else ""),
-        ]
-        if self.design is not None:
-            where = ("as hyperparameters beta_<name>" if self.coefficients == "hyper"
-                     else "in the Gaussian block")
-            lines.append(f"  coefficients of {', '.join(self.design.names)} (standardised): "
-                         f"Normal(0, {self.beta_sd:g}) {where}")
-            lines.append("covariates: " + self.design.describe())
-        if self.min_contrast is not None:
-            lines.append("cross-check: " + self.min_contrast.describe())
-        for w in getattr(self, "fit_warnings", []):
-            lines.append(f"  warning: {w}")
-        if self.glm is not None:
-            lines.append(self.glm.describe())
-            if self.design is not None:
-                lines.append("(fitted on the standardised columns; the summary's cross_check "
-                             "column states it on the original scale)")
-        for n in self.start["notes"]:
-            lines.append(f"start: {n}")
-        h = min(lat.spacing)
-        lines.append(f"start: sd {self.start['sd']:.4g}, range {self.start['range']:.4g} {u} "
-                     f"(h/range = {h / self.start['range']:.3g}), intercept "
-                     f"{self.start['mean']:.4g}"
-                     + (" at the covariates' centres" if self.design is not None else ""))
-        return "\n".join(lines)
 
     def __repr__(self) -> str:
         return (f"LGCP({self.n_points} points, lattice {self.lattice.shape}, backend "
