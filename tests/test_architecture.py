@@ -26,7 +26,6 @@ OVERSIZE = {
     "lattice_lgm.config": 1045, "lattice_lgm.models.lgcp": 778, "lattice_lgm.covariance": 858,
     "lattice_lgm.priors.circulant": 760, "lattice_lgm.hyperpriors": 724,
     "lattice_lgm.samplers.ess": 685, "lattice_lgm.samplers.hyper": 664, "lattice_lgm.cli": 622,
-    "lattice_lgm.analysis": 614,
 }
 
 
