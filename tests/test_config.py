@@ -435,8 +435,9 @@ def test_template_round_trips_and_shows_every_key(tmp_path):
 
 
 def test_sampling_defaults_agree_with_runs_sample():
-    runs = pytest.importorskip("lattice_lgm.runs")
     import inspect
+
+    from lattice_lgm import runs
 
     params = inspect.signature(runs.sample).parameters
     names = {"draws": "draws", "tune": "tune", "chains": "chains", "thin": "thin",

@@ -550,7 +550,7 @@ def test_lansing_point_on_x_equal_one_is_inside_and_in_last_column():
 
 
 def test_lansing_input_types_give_identical_counts():
-    pd = pytest.importorskip("pandas")
+    import pandas as pd
     g = gpd()
     xy = lansing_xy()
     lat = lattice_for_window(UNIT, shape=(7, 9))
@@ -811,7 +811,7 @@ def test_space_time_binning():
     expected[1, 1, 1] = 2  # t = 1 is an internal edge: upper cell
     np.testing.assert_array_equal(b.counts, expected)
     np.testing.assert_allclose(b.exposure, np.full((3, 2, 2), 0.25))
-    pd = pytest.importorskip("pandas")
+    import pandas as pd
     frame = pd.DataFrame({"t": pts[:, 2], "x": pts[:, 0], "y": pts[:, 1]})
     with pytest.warns(UserWarning, match="same coordinates"):
         np.testing.assert_array_equal(bin_points(frame, lat, UNIT).counts, expected)
