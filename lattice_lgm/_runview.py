@@ -11,12 +11,81 @@ summaries and the likelihood's data as ``observed_data["data"]``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from .errors import InvalidParameterError
 from .store import hash_arrays
+
+
+@runtime_checkable
+class RunView(Protocol):
+    """What :func:`lattice_lgm.runs.sample`, the store and ``resume`` use of a model.
+
+    A model family plugs into runs by implementing this protocol itself (then ``sample()``
+    takes the model as it is), or through an adapter (``LGCPView``, ``LatentView`` below).
+
+    Attributes
+    ----------
+    dims : tuple of str
+        The field's dims in the store (e.g. ``("y", "x")``, ``("x",)``).
+    shape : tuple of int
+        The field's shape on those dims.
+    field_coords : dict of str to ndarray
+        Coordinates of ``dims``.
+    coef_names : list of str
+        Names of ``posterior.beta``'s ``covariate`` coordinate (empty: no ``beta``).
+    inside : ndarray of bool, shape ``shape``
+        Cells where the online summaries are defined (NaN elsewhere).
+    units : str
+        Coordinate units (recorded).
+    summary_names : tuple of str
+        Record entries under ``"summary"`` accumulated as running mean and variance.
+    exceed_on : str or None
+        The summary whose exceedance counts of the run's thresholds are kept.
+    lgm : LatentGaussianModel
+        The latent Gaussian model the sampler runs on (checkpoints restore its state).
+    """
+
+    dims: tuple[str, ...]
+    shape: tuple[int, ...]
+    field_coords: dict[str, np.ndarray]
+    coef_names: list[str]
+    inside: np.ndarray
+    units: str
+    summary_names: tuple[str, ...]
+    exceed_on: str | None
+    lgm: Any
+
+    def init_state(self, rngs: Any, chains: Any, initvals: Any = None,
+                   warm: bool = True) -> Any:
+        """The chains' starting state (``warm=False``: cheap, for a store's layout only)."""
+
+    def default_representation(self) -> str:
+        """The default sampler's name (``representation="auto"``)."""
+
+    def default_sweep(self, representation: str, n_latent: int, tune: int = 0) -> Any:
+        """The sweep (a ``Gibbs``-like object with ``step`` and ``settings``) to run."""
+
+    def record(self, state: Any) -> dict[str, Any]:
+        """One draw of every chain of ``state``.
+
+        ``scalars`` (name -> (chains,)), ``beta`` (chains, p) or None, ``f`` (chains, *shape)
+        float32, ``summary`` (name -> (chains, *shape)).
+        """
+
+    def data_groups(self) -> dict[str, dict[str, tuple[tuple[str, ...], np.ndarray]]]:
+        """``observed_data`` / ``constant_data`` variables: group -> name -> (dims, array)."""
+
+    def extra_coords(self) -> dict[str, np.ndarray]:
+        """Coordinates of the data groups' dims beyond ``dims``."""
+
+    def data_hash(self) -> str:
+        """A digest of the data (a resume with other data is refused)."""
+
+    def priors_text(self) -> dict[str, str]:
+        """The hyperpriors as stated, by name (recorded)."""
 
 
 class LGCPView:
@@ -185,14 +254,21 @@ class LatentView:
         return {k: hp.describe() for k, hp in self.lgm.hyperpriors.items()}
 
 
-def view_of(model: Any) -> LGCPView | LatentView:
-    """The run's view of ``model`` (an LGCP or a LatentGaussianModel)."""
+def view_of(model: Any) -> RunView:
+    """The run's view of ``model``.
+
+    The model itself if it implements :class:`RunView`, else the adapter of an LGCP or a
+    LatentGaussianModel.
+    """
     from .models import LGCP, LatentGaussianModel
 
+    if isinstance(model, RunView):
+        return model
     if isinstance(model, LGCP):
         return LGCPView(model)
     if isinstance(model, LatentGaussianModel):
         return LatentView(model)
     raise InvalidParameterError(
-        f"model={type(model).__name__} is not a lattice_lgm model; pass an LGCP or a "
-        "LatentGaussianModel (GP regression and classification build one on a DensePrior).")
+        f"model={type(model).__name__} is not a lattice_lgm model; pass an LGCP, a "
+        "LatentGaussianModel (GP regression and classification build one on a DensePrior), or "
+        "a model implementing lattice_lgm._runview.RunView.")

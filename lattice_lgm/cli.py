@@ -199,7 +199,7 @@ def print_summary(model: Any, posterior: Any, file: TextIO | None = None,
 
 def _intensity_per(units: str | None) -> str | None:
     """``"ha"`` when the coordinates are in metres, else None (points per unit²)."""
-    from .analysis import _LENGTH_M
+    from .analysis._core import _LENGTH_M
 
     return "ha" if _LENGTH_M.get((units or "").strip().lower()) == 1.0 else None
 
@@ -218,7 +218,7 @@ def _maps_from_summaries(model: Any, summ: Any) -> tuple:
     The pooled mean of chains with ``n_c`` draws and means ``m_c`` is ``Σ n_c m_c / Σ n_c``;
     the exceedance probability is ``Σ counts_c / Σ n_c``.
     """
-    from .analysis import _per_factor, measure_unit
+    from .analysis._core import _per_factor, measure_unit
 
     n = summ["n_draws"]
     total = int(n.sum())

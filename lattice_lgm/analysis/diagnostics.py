@@ -1,0 +1,148 @@
+"""The posterior table and the notes that say what to do.
+
+Mean, sd, 95 % interval, rank R-hat, bulk and tail ESS and the cross-check per row.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from ..models import LGCP
+from ._core import _require, resolution_check
+
+#: the convergence rule of :func:`summary` (Vehtari, Gelman, Simpson, Carpenter & Bürkner 2021:
+#: rank-normalised split R-hat ≤ 1.01, bulk and tail ESS > 100 per chain for 4 chains)
+RHAT_MAX, ESS_MIN = 1.01, 400
+
+
+def summary(model: Any, posterior: xr.Dataset, *, bound_fraction: float = 0.9,
+            loglik: np.ndarray | None = None) -> Any:
+    """Hyperparameters and coefficients: posterior, diagnostics and the cross-check beside.
+
+    Rows: ``sd``, ``range``, ``intercept`` and each coefficient on the covariates' original
+    scale, and ``log_likelihood`` when ``loglik`` is given.  Columns: posterior mean, sd, 2.5 %
+    and 97.5 % quantiles, rank-normalised R-hat, bulk and tail ESS (ArviZ), and the
+    frequentist cross-check (minimum contrast for sd and range, the Poisson GLM for the
+    intercept and coefficients — the GLM intercept is the log mean intensity, so it is
+    compared with ``intercept + sd²/2``).
+
+    ``attrs["converged"]`` is True when every row has R-hat ≤ :data:`RHAT_MAX` and bulk and
+    tail ESS ≥ :data:`ESS_MIN` (Vehtari et al. 2021's rule for 4 chains); ``attrs["notes"]``
+    lists what fails ("not converged, run longer"), a range posterior pressing on its upper
+    bound, a grid too coarse for the posterior range.
+
+    Parameters
+    ----------
+    model : LGCP
+    posterior : xarray.Dataset
+        ArviZ-layout posterior, dims ``(chain, draw, ...)``.
+    bound_fraction : float
+        A range draw above this fraction of its prior's upper bound counts as pressing on it.
+    loglik : ndarray, shape (chain, draw), optional
+        The log-likelihood of every draw (the run's ``sample_stats.loglik``).
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
+    if not isinstance(model, LGCP):
+        # any other model family: its posterior's scalar variables and coefficients, with
+        # the same diagnostics and convergence rule
+        rows = {n: posterior[n].values for n in posterior.data_vars
+                if posterior[n].dims == ("chain", "draw")}
+        if "beta" in posterior:
+            for n in posterior["beta"]["covariate"].values:
+                rows[str(n)] = posterior["beta"].sel(covariate=n).values
+        if loglik is not None:
+            rows["log_likelihood"] = np.asarray(loglik, dtype=float)
+        return diagnostics_table(rows)
+    _require(posterior, "sd", "range")
+    rows: dict[str, np.ndarray] = {"sd": posterior["sd"].values,
+                                   "range": posterior["range"].values}
+    if "range_t" in posterior:
+        rows["range_t"] = posterior["range_t"].values
+    _require(posterior, "intercept")
+    rows["intercept"] = posterior["intercept"].values
+    names = list(model.covariate_names)
+    if names:
+        _require(posterior, "beta")
+        for n in names:
+            rows[n] = posterior["beta"].sel(covariate=n).values
+    check: dict[str, float] = {}
+    if model.min_contrast is not None:
+        check.update(sd=model.min_contrast.sd, range=model.min_contrast.range)
+    if model.glm is not None:
+        g = model.glm
+        if model.design is not None:
+            gb, gi = model.design.to_original(np.asarray(g.coef), g.intercept)
+            check.update({n: float(v) for n, v in zip(names, gb, strict=True)})
+        else:
+            gi = g.intercept
+        sd_hat = check.get("sd", float(np.median(rows["sd"])))
+        check["intercept"] = float(gi) - sd_hat**2 / 2
+    if loglik is not None:
+        rows["log_likelihood"] = np.asarray(loglik, dtype=float)
+    df = diagnostics_table(rows, check)
+    notes = df.attrs["notes"]
+    for name in ("range", "range_t"):
+        upper = model.prior_spec[name].upper if name in rows else np.inf
+        if np.isfinite(upper):
+            frac = float((rows[name] > bound_fraction * upper).mean())
+            if frac > 0.1:
+                notes.append(f"the {name} posterior presses on its upper bound {upper:g}: "
+                             f"{100 * frac:.0f}% of draws above {bound_fraction:g}× the bound; "
+                             f"raise the {name} prior's upper bound (the torus grows with it)")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        resolution_check(model, posterior)
+    notes += [str(w.message) for w in caught]
+    return df
+
+
+def diagnostics_table(rows: dict[str, np.ndarray], check: dict[str, float] | None = None,
+                      ) -> Any:
+    """Posterior mean, sd, 95 % interval, rank R-hat, bulk and tail ESS of each row's draws.
+
+    Parameters
+    ----------
+    rows : dict of str to ndarray, each shape (chain, draw)
+    check : dict of str to float, optional
+        A cross-check per row (the ``cross_check`` column; NaN where absent).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by row name; ``attrs["converged"]`` (every row R-hat ≤ :data:`RHAT_MAX`, bulk
+        and tail ESS ≥ :data:`ESS_MIN`) and ``attrs["notes"]`` (what fails, "run longer").
+    """
+    import arviz as az
+    import pandas as pd
+
+    check = check or {}
+    table = []
+    for name, x in rows.items():
+        x = np.asarray(x, dtype=float)
+        q = np.quantile(x, [0.025, 0.975])
+        varies = bool(np.ptp(x) > 0)  # a constant row has no R-hat or ESS (ArviZ divides 0/0)
+        rhat = float(az.rhat(x, method="rank")) if x.shape[0] > 1 and varies else float("nan")
+        ess = float(az.ess(x, method="bulk")) if varies else float("nan")
+        tail = float(az.ess(x, method="tail")) if varies else float("nan")
+        table.append({"name": name, "mean": x.mean(), "sd": x.std(ddof=1), "2.5%": q[0],
+                      "97.5%": q[1], "r_hat": rhat, "ess_bulk": ess, "ess_tail": tail,
+                      "cross_check": check.get(name, float("nan"))})
+    df = pd.DataFrame(table).set_index("name")
+    notes = []
+    bad = df.index[~(df["r_hat"] <= RHAT_MAX)].tolist()
+    few = df.index[~((df["ess_bulk"] >= ESS_MIN) & (df["ess_tail"] >= ESS_MIN))].tolist()
+    if bad:
+        notes.append(f"not converged, run longer: R-hat > {RHAT_MAX:g} for {', '.join(bad)}")
+    if few:
+        notes.append(f"too few effective draws, run longer: bulk or tail ESS < {ESS_MIN} for "
+                     f"{', '.join(few)}")
+    df.attrs["converged"] = not bad and not few
+    df.attrs["notes"] = notes
+    return df
