@@ -1156,7 +1156,7 @@ def build_design(
         meth = methods.get(f.name, "majority" if f.categorical else "area")
         if meth not in METHODS:
             raise InvalidParameterError(
-                f"regrid method for {f.name!r} (methods[{f.name!r}]={meth!r}) is not one of "
+                f"regrid method for {f.name!r}: methods[{f.name!r}]={meth!r} is not one of "
                 f"{METHODS}."
             )
         if f.categorical and meth == "area":
