@@ -3,9 +3,10 @@
 ``tests/data/store_v2.zarr`` was written by lattice_lgm before the layers above the store were
 restructured (``tests/data/make_store_v2.py``, store format 2): the run ``test_runs.RUN``,
 stopped after its fourth checkpoint (6 posterior draws committed).  A resumed run's later
-draws depend on the last bits of this machine's FFT and BLAS (DESIGN §5 promises bit-identity on one CPU family only), so the
-resume is checked for what holds everywhere: it finishes, keeps every committed draw byte for
-byte, verifies, and the summary reads the result.  Where this environment's library versions
+draws depend on the last bits of this machine's FFT and BLAS (DESIGN §5 promises
+bit-identity on one CPU family only), so the resume is checked for what holds everywhere: it
+finishes, keeps every committed draw byte for byte, verifies, and the summary reads the
+result.  Where this environment's library versions
 differ from the recorded ones, the resume must instead be refused, naming them.
 """
 
