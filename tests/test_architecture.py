@@ -99,12 +99,30 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
-def test_the_package_has_no_import_cycle():
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package modules importing it runs, as Python runs them.
+
+    Importing ``a.b.c`` first runs the package ``a.b``'s ``__init__``: an edge to each parent
+    package the importer is not itself inside (the top package ``lattice_lgm``, the API that
+    everything sits under, excepted).  A package's ``__init__`` importing its own modules is
+    how a package is built, not a cycle of concerns.
+    """
     mods = modules()
-    graph = {m: imports_of(m, f, mods) for m, f in mods.items()}
-    # a package's __init__ re-exporting its own modules is not a cycle of concerns
-    graph = {m: {t for t in deps if not t.startswith(m + ".")} for m, deps in graph.items()}
-    assert cycles(graph) == []
+    graph = {}
+    for m, f in mods.items():
+        deps = set()
+        for t in imports_of(m, f, mods):
+            parts = t.split(".")
+            for k in range(2, len(parts) + 1):
+                parent = ".".join(parts[:k])
+                if parent in mods and not (m == parent or m.startswith(parent + ".")):
+                    deps.add(parent)
+        graph[m] = {t for t in deps if not t.startswith(m + ".")}
+    return graph
+
+
+def test_the_package_has_no_import_cycle():
+    assert cycles(import_graph()) == []
 
 
 def test_the_cycle_finder_finds_a_cycle():

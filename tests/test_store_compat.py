@@ -28,8 +28,7 @@ from lattice_lgm.store import (
     open_store,
     verify_store,
 )
-
-from .test_runs import RUN, build_model
+from tests.runs.test_runs import RUN, build_model
 
 STORE = Path(__file__).resolve().parent / "data" / "store_v2.zarr"
 

@@ -29,9 +29,8 @@ from lattice_lgm.store import (
     open_store,
     verify_store,
 )
-
-from . import test_runs
-from .test_runs import RUN, _crash_after_checkpoint
+from tests.runs import test_runs
+from tests.runs.test_runs import RUN, _crash_after_checkpoint
 
 # test_runs' fixtures, shared: its model and the finished run of RUN it stores
 model = test_runs.model
@@ -166,7 +165,7 @@ def test_summary_and_plot_refuse_a_damaged_store_instead_of_printing_nan(referen
 def test_lost_commit_markers_are_rebuilt_from_the_checkpoint(model, reference, tmp_path):
     """``.commits/`` gone (a copy that skipped dot-directories) with every draw and the
     checkpoints there: never "delete it"; resume rebuilds the markers, the same bytes."""
-    from .test_runs import _assert_same_store
+    from tests.runs.test_runs import _assert_same_store
 
     p = _copy(reference, tmp_path)
     shutil.rmtree(p / COMMIT_DIR)
@@ -261,8 +260,7 @@ def test_a_full_disk_is_a_clear_error_and_the_store_resumes_exactly(model, refer
     import errno
 
     from lattice_lgm.errors import ResourceLimitError
-
-    from .test_runs import _assert_same_store
+    from tests.runs.test_runs import _assert_same_store
 
     p = tmp_path / "full.zarr"
     orig = RunStore.write
@@ -299,7 +297,7 @@ def test_a_read_only_location_is_refused_before_any_work(model, tmp_path, monkey
 def test_extending_a_finished_run_equals_asking_for_the_draws_at_the_start(model, tmp_path,
                                                                            more, every):
     """The summary says "run longer": extend continues every chain into the same store."""
-    from .test_runs import _assert_same_store
+    from tests.runs.test_runs import _assert_same_store
 
     run = {**RUN, "checkpoint_every": every}
     ref = tmp_path / "ref.zarr"
@@ -372,7 +370,7 @@ def test_a_store_of_another_layout_version_is_refused_by_name(model, reference, 
 def test_chain_blocks_extend_one_by_one_into_the_store_of_the_longer_run(model, tmp_path):
     """Blocks extended in turn (or side by side: the same branches, under the layout lock) grow
     the store once and give the bytes of blocks that asked for the draws from the start."""
-    from .test_runs import _assert_same_store
+    from tests.runs.test_runs import _assert_same_store
 
     more = 6
     ref = tmp_path / "ref.zarr"
@@ -428,7 +426,7 @@ def test_a_damaged_commit_marker_is_named_and_rebuilt_by_resume(model, reference
     with pytest.raises(StoreIntegrityError, match=r"chain-0\.json is damaged"):
         open_store(p)
     sample(model, store=p, resume=True, **RUN)  # the checkpoint says where chain 0 stood
-    from .test_runs import _assert_same_store
+    from tests.runs.test_runs import _assert_same_store
 
     (p / COMMIT_DIR / "chain-0.json.damaged").unlink()  # kept for a post-mortem
     _assert_same_store(reference, p)

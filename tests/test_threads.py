@@ -13,8 +13,7 @@ from lattice_lgm import threads as T
 from lattice_lgm.errors import InvalidParameterError
 from lattice_lgm.priors._fft import default_threads
 from lattice_lgm.runs import sample
-
-from .test_runs import build_model
+from tests.runs.test_runs import build_model
 
 CORES = T.available_cores()
 NUMBA_MAX = numba.config.NUMBA_NUM_THREADS

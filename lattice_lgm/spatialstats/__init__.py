@@ -16,8 +16,8 @@ spirit of spatstat's ``kppm(..., clusters="LGCP")``:
 * :func:`poisson_glm` — log-linear Poisson regression on lattice cells by IRLS;
 * :func:`global_envelope` — global envelope tests (MAD and extreme rank length) with exact
   rank-based p-values (Myllymäki et al. 2017);
-* :func:`simulate_lgcp`, :func:`simulate_poisson` — simulation in a window (from
-  :mod:`lattice_lgm.simulate`, re-exported here).
+* simulation in a window: :mod:`lattice_lgm.simulate` (``simulate_lgcp``,
+  ``simulate_poisson``).
 
 Windows
 -------
@@ -36,7 +36,6 @@ Modules: ``_geometry`` (windows, set covariance, pairs), ``summaries`` (pcf, K, 
 
 from __future__ import annotations
 
-from ..simulate import simulate_lgcp, simulate_poisson
 from ._geometry import STOYAN_COEFFICIENT
 from .envelopes import Envelope, global_envelope
 from .glm import GLMFit, poisson_glm
@@ -65,6 +64,4 @@ __all__ = [
     "min_contrast_lgcp",
     "pcf",
     "poisson_glm",
-    "simulate_lgcp",
-    "simulate_poisson",
 ]

@@ -82,7 +82,8 @@ def lgcp_k(r: np.ndarray, kernel: Covariance) -> np.ndarray:
     pieces no longer than a quarter lengthscale, cumulated; ``expm1`` keeps small ``C``
     accurate.  Measured against ``scipy.integrate.quad`` (tol 1e-13) the relative error is below
     1e-12 for Matérn ν ∈ {1/2, 3/2, 5/2} and the squared-exponential; for Matérn ν < 1 (not
-    smooth at 0) it was 1.3e-12 at ν = 0.8 and 4e-9 at ν = 0.3 (tests/test_spatialstats.py).
+    smooth at 0) it was 1.3e-12 at ν = 0.8 and 4e-9 at ν = 0.3
+    (tests/spatialstats/test_spatialstats.py).
 
     Parameters
     ----------

@@ -2,8 +2,8 @@
 
 Issue 28 restructures the layers above the store and promises that "a store written before the
 change still opens, resumes and summarises"; ``tests/test_store_compat.py`` holds every later
-version to that on this store.  It is the run ``tests/test_runs.RUN`` of
-``tests/test_runs.build_model()`` stopped after its fourth checkpoint (an exception, as a
+version to that on this store.  It is the run ``tests/runs/test_runs.RUN`` of
+``tests/runs/test_runs.build_model()`` stopped after its fourth checkpoint (an exception, as a
 crash leaves it).  Run from the repository root::
 
     python tests/data/make_store_v2.py
@@ -24,7 +24,7 @@ try:  # the run loop's home since issue 28
     from lattice_lgm.runs.loop import _Runner
 except ImportError:  # before: one module (how the committed store was written)
     from lattice_lgm.runs import _Runner
-from tests.test_runs import RUN, build_model  # noqa: E402
+from tests.runs.test_runs import RUN, build_model  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "store_v2.zarr"
 

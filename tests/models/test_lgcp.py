@@ -385,7 +385,7 @@ def test_bei_builds_with_its_covariates():
 
     from lattice_lgm.covariates import from_table
 
-    data = Path(__file__).resolve().parents[1] / "data"
+    data = Path(__file__).resolve().parents[2] / "data"
     pts = pd.read_csv(data / "bei.csv")
     cov = {k: from_table(data / "bei_covariates.csv", k) for k in ("elev", "grad")}
     m = LGCP(pts, (0, 1000, 0, 500), cell_size=10.0, units="m", covariates=cov,
@@ -480,7 +480,7 @@ def test_one_dimensional_lgcp_on_the_coal_mining_disasters():
 
     import pandas as pd
 
-    csv = Path(__file__).resolve().parent / "data" / "coal_mining_disasters.csv"
+    csv = Path(__file__).resolve().parents[1] / "data" / "coal_mining_disasters.csv"
     days = pd.read_csv(csv)["days_since_1851_03_15"].to_numpy(dtype=float)
     with pytest.warns(UserWarning, match="same coordinates"):  # two disasters on 1875-12-06
         m = LGCP(days, (0.0, 40549.0), lattice=Lattice((811,), spacing=50.0, units="d"))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from lattice_lgm.threads import available_cores
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _positive(x) -> bool:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-PAPERS = Path(__file__).resolve().parents[1] / "benchmarks" / "papers"
+PAPERS = Path(__file__).resolve().parents[2] / "benchmarks" / "papers"
 
 
 def load(name: str) -> ModuleType:

@@ -6,7 +6,7 @@ import json
 import math
 
 from tests._jitter import assert_jitter_is_the_ladders
-from tests._paper_scripts import load
+from tests.papers._paper_scripts import load
 
 J = load("jitter_jumps")
 

@@ -21,8 +21,7 @@ from lattice_lgm.likelihoods import Gaussian
 from lattice_lgm.models import LatentGaussianModel
 from lattice_lgm.priors import CirculantPrior, DensePrior
 from lattice_lgm.samplers import EllipticalSlice, Gibbs, HyperMove, chain_rngs, state_from_fields
-
-from .samplers.cases import conditional_draws, log_marginal
+from tests.samplers.cases import conditional_draws, log_marginal
 
 ALPHA = 1e-4
 SHAPE = (5, 3, 3)

@@ -12,7 +12,7 @@ import pytest
 from lattice_lgm import Lattice
 from lattice_lgm.errors import InvalidParameterError
 from lattice_lgm.priors import GMRFPrior
-from tests._paper_scripts import load
+from tests.papers._paper_scripts import load
 
 S = load("structured")
 

@@ -26,7 +26,7 @@ from lattice_lgm.store import (
     open_store,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # the model of every test here (also built by the subprocess of the kill test)
 MODEL_SRC = """

@@ -21,9 +21,9 @@ from lattice_lgm.likelihoods import Gaussian, Poisson
 from lattice_lgm.models import LatentGaussianModel
 from lattice_lgm.priors import DensePrior
 from tests._jitter import assert_jitter_is_the_ladders
-from tests._paper_scripts import load
+from tests.papers._paper_scripts import load
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 H = load("hyper2010")

@@ -13,9 +13,9 @@ import pytest
 from scipy.signal import lfilter
 
 from lattice_lgm.errors import InvalidDataError, InvalidParameterError
-from tests._paper_scripts import load
+from tests.papers._paper_scripts import load
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "papers" / "ess2010.py"
 
 

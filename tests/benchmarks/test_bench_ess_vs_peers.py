@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("ess_vs_peers",
                                               ROOT / "benchmarks/perf/ess_vs_peers.py")
 E = importlib.util.module_from_spec(spec)

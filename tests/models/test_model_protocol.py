@@ -1,6 +1,6 @@
 """A new model family plugs into runs through the RunView protocol alone (issue 28).
 
-``tests/toy_gp.py`` is one module outside the package; these tests run it through
+``tests/models/toy_gp.py`` is one module outside the package; these tests run it through
 ``sample()`` into a store, ``open_store``, an interrupted run's ``resume`` (byte for byte) and
 ``analysis.summary`` — with no edit to the package for it.
 """
@@ -15,9 +15,8 @@ from lattice_lgm._runview import RunView, view_of
 from lattice_lgm.errors import InvalidParameterError
 from lattice_lgm.runs import sample
 from lattice_lgm.store import open_store
-
-from .test_runs import _assert_same_store, _crash_after_checkpoint
-from .toy_gp import ToyGP, toy_data
+from tests.models.toy_gp import ToyGP, toy_data
+from tests.runs.test_runs import _assert_same_store, _crash_after_checkpoint
 
 RUN = dict(draws=6, tune=2, chains=2, random_seed=3, checkpoint_every=2, n_latent=2,
            progressbar=False)

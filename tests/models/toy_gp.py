@@ -2,7 +2,7 @@
 
 It plugs into ``sample()``, the store, ``resume`` and ``analysis.summary`` by implementing
 :class:`lattice_lgm._runview.RunView` and nothing else — no edit to the package (issue 28's
-test of the model protocol, ``tests/test_model_protocol.py``).
+test of the model protocol, ``tests/models/test_model_protocol.py``).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from lattice_lgm.errors import (
     UnsupportedOperationError,
 )
 
-BEI = Path(__file__).resolve().parents[1] / "data" / "bei_covariates.csv"
+BEI = Path(__file__).resolve().parents[2] / "data" / "bei_covariates.csv"
 
 
 def grid(values, y=None, x=None, **attrs):

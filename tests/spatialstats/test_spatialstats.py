@@ -34,6 +34,7 @@ import xarray as xr
 from scipy import integrate, optimize
 from shapely import affinity
 
+from lattice_lgm import simulate
 from lattice_lgm import spatialstats as ss
 from lattice_lgm.covariance import Exponential, Matern, SquaredExponential
 from lattice_lgm.errors import (
@@ -161,7 +162,7 @@ def test_csr_pcf_and_k(window):
     rng = np.random.default_rng(20240611)
     gs, ks, rel = [], [], 0.0
     for _ in range(N_CSR):
-        pts = ss.simulate_poisson(window, 400.0, rng)
+        pts = simulate.simulate_poisson(window, 400.0, rng)
         g = ss.pcf(pts, window, resolution=512)
         k = ss.kfunction(pts, window, resolution=512)
         gs.append(g.values)
@@ -180,14 +181,14 @@ def test_csr_pcf_and_k(window):
     dev = np.abs(ks.mean(axis=0) - np.pi * r**2)[kr]
     assert np.all(dev <= T_CSR * se[kr] + rel * np.pi * r[kr] ** 2), (dev / se[kr]).max()
     # power: without edge correction K̂ is far too small at large r (the test can fail)
-    k_none = np.mean([ss.kfunction(ss.simulate_poisson(window, 400.0, rng), window,
+    k_none = np.mean([ss.kfunction(simulate.simulate_poisson(window, 400.0, rng), window,
                                    correction="none").values for _ in range(10)], axis=0)
     assert k_none[-1] < 0.85 * np.pi * r[-1] ** 2
 
 
 def test_lfunction_is_sqrt_k_over_pi():
     rng = np.random.default_rng(3)
-    pts = ss.simulate_poisson((0, 1, 0, 1), 200.0, rng)
+    pts = simulate.simulate_poisson((0, 1, 0, 1), 200.0, rng)
     k = ss.kfunction(pts, (0, 1, 0, 1))
     lv = ss.lfunction(pts, (0, 1, 0, 1))
     lc = ss.lfunction(pts, (0, 1, 0, 1), centred=True)
@@ -270,7 +271,7 @@ def test_min_contrast_recovers_exact_curve(stat, sd, rng_):
 
 def test_min_contrast_lgcp_fields_on_one_simulation():
     k = Matern(1.5, sd=1.0, range=0.2)
-    pts, _, _ = ss.simulate_lgcp((0, 1, 0, 1), kernel=k, mean=math.log(2000) - 0.5,
+    pts, _, _ = simulate.simulate_lgcp((0, 1, 0, 1), kernel=k, mean=math.log(2000) - 0.5,
                                  cell_size=1 / 128, rng=np.random.default_rng(11))
     fit = ss.min_contrast_lgcp(pts, (0, 1, 0, 1))
     assert fit.intensity == pytest.approx(len(pts))
@@ -319,7 +320,7 @@ def test_min_contrast_fit_flags_csr_curve():
 
 
 def test_min_contrast_argument_errors():
-    pts = ss.simulate_poisson((0, 1, 0, 1), 200.0, np.random.default_rng(5))
+    pts = simulate.simulate_poisson((0, 1, 0, 1), 200.0, np.random.default_rng(5))
     with pytest.raises(InvalidParameterError, match="stat"):
         ss.min_contrast_lgcp(pts, (0, 1, 0, 1), stat="L")
     with pytest.raises(InvalidParameterError, match="r_min"):
@@ -387,7 +388,7 @@ def test_min_contrast_replicates_match_pseudo_truth():
     rng = np.random.default_rng(77)
     est = {"pcf": [], "K": []}
     for _ in range(n_rep):
-        pts, _, _ = ss.simulate_lgcp((0, 1, 0, 1), kernel=k, mean=math.log(2000) - 0.5,
+        pts, _, _ = simulate.simulate_lgcp((0, 1, 0, 1), kernel=k, mean=math.log(2000) - 0.5,
                                      cell_size=1 / 128, rng=rng)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ss.MinContrastWarning)
@@ -414,7 +415,7 @@ def test_inhomogeneous_constant_intensity_is_homogeneous_times_n_minus_1_over_n(
     # estimator with n² in place of n(n − 1): ĝ_inh = ĝ_hom (n − 1)/n exactly (up to round-off
     # of summing the weights in another order).  Normalised, any constant level gives the same.
     rng = np.random.default_rng(21)
-    pts = ss.simulate_poisson(window, 300.0, rng)
+    pts = simulate.simulate_poisson(window, 300.0, rng)
     n, area = len(pts), _geometry._as_window(window).area
     factor = (n - 1) / n
     for fn, kw in ((ss.pcf, {"resolution": 256}), (ss.kfunction, {"resolution": 256})):
@@ -603,7 +604,7 @@ def test_inhomogeneous_poisson_pcf_is_one():
     rng = np.random.default_rng(24)
     curves = {"raw": [], "normalised": [], "homogeneous": []}
     for _ in range(N_IPP):
-        p = ss.simulate_poisson((0, 1, 0, 1), math.exp(a + b), rng)
+        p = simulate.simulate_poisson((0, 1, 0, 1), math.exp(a + b), rng)
         p = p[rng.random(len(p)) < rho(p) / math.exp(a + b)]  # thinning (Lewis & Shedler)
         curves["raw"].append(ss.pcf(p, (0, 1, 0, 1), intensity=rho, normalise=False).values)
         g = ss.pcf(p, (0, 1, 0, 1), intensity=rho)
@@ -628,7 +629,7 @@ def test_min_contrast_inhomogeneous_fields():
     k = Matern(1.5, sd=1.0, range=0.2)
     lat = Lattice(shape=(64, 64), spacing=1 / 64)
     mean = np.broadcast_to(5.5 + 2.0 * lat.coords()["x"][None, :], lat.shape)
-    pts, _, _ = ss.simulate_lgcp((0, 1, 0, 1), kernel=k, mean=mean, cell_size=1 / 64,
+    pts, _, _ = simulate.simulate_lgcp((0, 1, 0, 1), kernel=k, mean=mean, cell_size=1 / 64,
                                  rng=np.random.default_rng(25))
     rho = _grid(lat, np.exp(mean + 0.5))
     with warnings.catch_warnings():
@@ -684,8 +685,8 @@ def test_min_contrast_inhomogeneous_recovers_field():
     rng = np.random.default_rng(78)
     est = {"pcf": [], "K": [], "hom": []}
     for _ in range(n_rep):
-        pts, _, lat_sim = ss.simulate_lgcp((0, 1, 0, 1), kernel=k, mean=mean, cell_size=1 / 128,
-                                           rng=rng)
+        pts, _, lat_sim = simulate.simulate_lgcp((0, 1, 0, 1), kernel=k, mean=mean,
+                                                 cell_size=1 / 128, rng=rng)
         assert lat_sim == lat
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ss.MinContrastWarning)
@@ -921,11 +922,11 @@ def test_envelope_null_rejection_rate():
 @pytest.mark.statistical
 def test_simulate_poisson_count():
     rng = np.random.default_rng(14)
-    ns = [len(ss.simulate_poisson(L_ROT, 300.0, rng)) for _ in range(400)]
+    ns = [len(simulate.simulate_poisson(L_ROT, 300.0, rng)) for _ in range(400)]
     lam_area = 300.0 * L_ROT.area
     z = (np.mean(ns) - lam_area) / math.sqrt(lam_area / 400)
     assert abs(z) < 5
-    pts = ss.simulate_poisson(L_ROT, 300.0, rng)
+    pts = simulate.simulate_poisson(L_ROT, 300.0, rng)
     assert shapely.intersects_xy(L_ROT, pts[:, 0], pts[:, 1]).all()
 
 
@@ -934,7 +935,7 @@ def test_simulate_lgcp_mean_count():
     # window = lattice box: E n = exp(μ + σ²/2) |W| exactly
     k = Matern(1.5, sd=0.8, range=0.3)
     rng = np.random.default_rng(15)
-    ns = np.array([len(ss.simulate_lgcp((0, 2, 0, 1), kernel=k, mean=4.0, cell_size=1 / 32,
+    ns = np.array([len(simulate.simulate_lgcp((0, 2, 0, 1), kernel=k, mean=4.0, cell_size=1 / 32,
                                         rng=rng)[0]) for _ in range(200)])
     expect = math.exp(4.0 + 0.32) * 2.0
     t = (ns.mean() - expect) / (ns.std(ddof=1) / math.sqrt(len(ns)))
@@ -946,13 +947,13 @@ def test_simulate_lgcp_orientation_and_window():
     k = Exponential(sd=1e-3, range=0.1)
     mean = np.full((10, 20), -50.0)
     mean[2, 5] = math.log(1e5)
-    pts, f, lat = ss.simulate_lgcp((0, 2, 0, 1), kernel=k, mean=mean, cell_size=0.1, rng=3)
+    pts, f, lat = simulate.simulate_lgcp((0, 2, 0, 1), kernel=k, mean=mean, cell_size=0.1, rng=3)
     assert lat.shape == (10, 20) and f.shape == (10, 20)
     assert len(pts) > 500
     assert np.all((pts[:, 0] >= 0.5) & (pts[:, 0] < 0.6) & (pts[:, 1] >= 0.2) & (pts[:, 1] < 0.3))
     # a polygon window keeps only its points
     tri = shapely.Polygon([(0, 0), (2, 0), (0, 1)])
-    pts, _, _ = ss.simulate_lgcp(tri, kernel=k, mean=6.0, cell_size=0.1, rng=4)
+    pts, _, _ = simulate.simulate_lgcp(tri, kernel=k, mean=6.0, cell_size=0.1, rng=4)
     assert len(pts) > 0 and shapely.intersects_xy(tri, pts[:, 0], pts[:, 1]).all()
     with pytest.raises(ShapeMismatchError, match="lattice shape"):
-        ss.simulate_lgcp((0, 2, 0, 1), kernel=k, mean=np.zeros((3, 3)), cell_size=0.1, rng=1)
+        simulate.simulate_lgcp((0, 2, 0, 1), kernel=k, mean=np.zeros((3, 3)), cell_size=0.1, rng=1)
