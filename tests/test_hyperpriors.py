@@ -30,6 +30,9 @@ from lattice_lgm.hyperpriors import (
     Uniform,
 )
 
+#: family-wise false-failure rate of this module per run (module docstring); summed by conftest.py
+FALSE_FAILURE_RATE = 1.5e-4
+
 KS_ALPHA = 1e-5
 N_KS = 4_000
 

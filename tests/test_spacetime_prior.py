@@ -31,6 +31,10 @@ from lattice_lgm.errors import (
 from lattice_lgm.priors import CirculantPrior, DensePrior
 from lattice_lgm.priors.circulant import CLIP_TOL, embedding_spectrum
 
+#: family-wise false-failure rate of this module per run, summed by conftest.py
+#: (test_covariance_at_lags' docstring)
+FALSE_FAILURE_RATE = 5.1e-6
+
 LAT = Lattice((8, 16, 16), spacing=(1.0, 0.25, 0.25))  # t in days, (y, x) in km
 SD, RS, RT = 1.3, 0.8, 3.0
 MAX_RANGE = (6.0, 1.5, 1.5)

@@ -14,6 +14,10 @@ from lattice_lgm.errors import InvalidParameterError, ShapeMismatchError, Unsupp
 from lattice_lgm.hyperpriors import LogNormal, PCPriorRange
 from lattice_lgm.samplers import chain_rngs
 
+#: family-wise false-failure rate of this module per run, summed by conftest.py
+#: (two 4-SE checks at 6e-5 (predictive totals, the prior's P(sd > 2)))
+FALSE_FAILURE_RATE = 1.2e-4
+
 
 def _pattern(n=300, seed=0, side=100.0):
     """Points clustered towards the upper right of a square (x, y order)."""

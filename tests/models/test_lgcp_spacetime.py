@@ -23,6 +23,9 @@ from lattice_lgm.priors import CirculantPrior, DensePrior
 from lattice_lgm.samplers import EllipticalSlice, Gibbs, HyperMove, chain_rngs, state_from_fields
 from tests.samplers.cases import conditional_draws, log_marginal
 
+#: family-wise false-failure rate of this module per run (module docstring); summed by conftest.py
+FALSE_FAILURE_RATE = 4e-4
+
 ALPHA = 1e-4
 SHAPE = (5, 3, 3)
 UPPER = {"range": 2.5, "range_t": 4.0}

@@ -36,6 +36,10 @@ from .cases_gmrf import (
     window_indices,
 )
 
+#: family-wise false-failure rate of this module per run, summed by conftest.py
+#: (test_draws_match_covariance_at_lags)
+FALSE_FAILURE_RATE = 6.3e-4
+
 RTOL = 1e-9
 
 

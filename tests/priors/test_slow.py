@@ -15,6 +15,9 @@ from lattice_lgm import Lattice
 from lattice_lgm.covariance import Matern
 from lattice_lgm.priors import CirculantPrior, GMRFPrior, _cholmod
 
+#: family-wise false-failure rate of this module per run (module docstring); summed by conftest.py
+FALSE_FAILURE_RATE = 1e-5
+
 pytestmark = [pytest.mark.slow, pytest.mark.statistical]
 Z = 5.0
 

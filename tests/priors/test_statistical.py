@@ -32,6 +32,9 @@ from lattice_lgm import Lattice
 from lattice_lgm.covariance import Covariance, Exponential, Matern
 from lattice_lgm.priors import CirculantPrior, DensePrior, GaussianPrior
 
+#: family-wise false-failure rate of this module per run (module docstring); summed by conftest.py
+FALSE_FAILURE_RATE = 3.6e-5
+
 pytestmark = pytest.mark.statistical
 
 Z = 5.0

@@ -53,6 +53,10 @@ from lattice_lgm.priors import CirculantPrior
 
 from .cases import lgcp_draws
 
+#: family-wise false-failure rate of this module per run, summed by conftest.py
+#: (Bonferroni at family-wise 1 % (module docstring))
+FALSE_FAILURE_RATE = 1e-2
+
 N = 12
 NAMES = ("sd", "range")
 QUANTILES = (0.05, 0.5, 0.95)

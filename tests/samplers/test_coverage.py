@@ -29,6 +29,10 @@ from lattice_lgm.priors import CirculantPrior
 
 from .cases import lgcp_draws
 
+#: family-wise false-failure rate of this module per run, summed by conftest.py
+#: (Binomial(20, 0.9) tails, two parameters (module docstring))
+FALSE_FAILURE_RATE = 5e-3
+
 N, TRUTH, N_FITS, MIN_COVERED = 64, {"sd": 1.5, "range": 8.0}, 20, 14
 TUNE, DRAWS = 100, 200
 

@@ -32,6 +32,9 @@ from lattice_lgm.samplers import ess as ess_module
 
 from .cases import BACKENDS, N, conditional_draws, make_prior, state_cov
 
+#: family-wise false-failure rate of this module per run (module docstring); summed by conftest.py
+FALSE_FAILURE_RATE = 1.2e-3
+
 ALPHA = 1e-4
 
 

@@ -33,6 +33,9 @@ from lattice_lgm.samplers import (
 
 from .cases import HAS_CHOLMOD, N, make_prior
 
+#: family-wise false-failure rate of this module per run (module docstring); summed by conftest.py
+FALSE_FAILURE_RATE = 2.7e-3
+
 ALPHA = 1e-4
 HYPER = {"sd": LogNormal(np.log(0.8), 0.3), "range": LogNormal(np.log(3.0), 0.3, upper=8.0),
          "mean": Normal(0.5, 0.5)}

@@ -34,6 +34,9 @@ from lattice_lgm.samplers.hmc import PREFIX, _SpectrumTable, adaptation_windows
 from .cases import Grid2D, conditional_draws, gaussian_model, prior_start
 from .test_warmstart import poisson_model
 
+#: family-wise false-failure rate of this module per run (module docstring); summed by conftest.py
+FALSE_FAILURE_RATE = 1.8e-3
+
 ALPHA = 1e-4
 N_CHAINS = 100
 _DATA = np.random.default_rng(20261126).normal(size=12)

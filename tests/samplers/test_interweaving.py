@@ -19,6 +19,9 @@ from lattice_lgm.samplers import hyper as hyper_mod
 
 from .cases import HAS_CHOLMOD, Grid2D, conditional_draws, gaussian_model
 
+#: family-wise false-failure rate of this module per run (module docstring); summed by conftest.py
+FALSE_FAILURE_RATE = 4e-4
+
 ALPHA = 1e-4
 N_CHAINS = 120
 _DATA = np.random.default_rng(20261122).normal(size=12)

@@ -23,6 +23,9 @@ from lattice_lgm.samplers import line as line_module
 from .cases import N, make_prior
 from .test_ess import _coefficient_recovery, _conjugate_invariance, _poisson_model, _run
 
+#: family-wise false-failure rate of this module per run (module docstring); summed by conftest.py
+FALSE_FAILURE_RATE = 6e-4
+
 ALPHA = 1e-4
 REAL_BACKENDS = ("dense", "gmrf")  # real white vectors; circulant ones are refused
 

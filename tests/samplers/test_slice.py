@@ -37,6 +37,9 @@ import lattice_lgm.samplers.slice as slice_mod
 from lattice_lgm.errors import InvalidParameterError, SamplerError, ShapeMismatchError
 from lattice_lgm.samplers.slice import SliceResult, slice_hyperrect, slice_univariate
 
+#: family-wise false-failure rate of this module per run (module docstring); summed by conftest.py
+FALSE_FAILURE_RATE = 9e-5
+
 Z = 5.0
 KS_ALPHA = 1e-5
 N_UNI = 40_000
