@@ -282,12 +282,14 @@ def test_a_full_disk_is_a_clear_error_and_the_store_resumes_exactly(model, refer
 
 
 def test_a_read_only_location_is_refused_before_any_work(model, tmp_path, monkeypatch):
-    import lattice_lgm.runs as runs
+    import os
+
     from lattice_lgm.errors import InvalidParameterError
+    from lattice_lgm.runs.loop import _Runner
 
     started = []
-    monkeypatch.setattr(runs.os, "access", lambda path, mode: False)  # (root can write all)
-    monkeypatch.setattr(runs, "init_state", lambda *a, **k: started.append(1), raising=False)
+    monkeypatch.setattr(os, "access", lambda path, mode: False)  # (root can write all)
+    monkeypatch.setattr(_Runner, "run", lambda *a, **k: started.append(1))
     with pytest.raises(InvalidParameterError, match=r"cannot be written: .* read-only"):
         sample(model, store=tmp_path / "ro" / "run.zarr", **RUN)
     assert not (tmp_path / "ro").exists() and not started

@@ -62,7 +62,7 @@ if MODEL == "bei20":
     from lattice_lgm.config import load_config
     model = load_config(ROOT + "/examples/bei_demo.toml", ["data.cell_size=20"]).build_model()
 else:
-    sys.path.insert(0, ROOT + "/tests")
+    sys.path.insert(0, ROOT + "/tests/runs")
     from test_runs import build_model
     model = build_model()
 t_model = time.perf_counter()
