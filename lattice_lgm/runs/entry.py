@@ -361,9 +361,9 @@ def resume(store: str | os.PathLike, model: Any = None, *, step: Any = None,
     ----------
     store : path
         The run's store.
-    model : LGCP, optional
-        The model; default: rebuilt from the configuration stored with the run (runs started
-        from the command line or with ``config=``).
+    model : LGCP or any model :func:`sample` takes
+        The model the run sampled (``lattice_lgm.resume(store)`` rebuilds it from the
+        configuration stored with runs started from the command line or with ``config=``).
     step : Gibbs, optional
         The custom sweep the run was started with (``sample(step=...)``); needed for such a
         run, whose recorded settings it must match.  Runs of the default sweep take none.
