@@ -943,13 +943,7 @@ def _consolidated(path: Path) -> dict[str, Any]:
 
 
 def _root_meta(path: Path) -> dict[str, Any]:
-    """The root ``zarr.json``, parsed.
-
-    Raises
-    ------
-    StoreIntegrityError
-        It is not valid JSON (truncated or overwritten).
-    """
+    """The root ``zarr.json``, parsed (:class:`StoreIntegrityError` if it is not valid JSON)."""
     f = Path(path) / "zarr.json"
     try:
         return dict(json.loads(f.read_text()))
@@ -1028,14 +1022,17 @@ def _mtime(path: Path) -> int:
 def upgrade_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """A stored run configuration in the current schema (a new JSON copy).
 
-    Configurations stored before ``model.nu`` and ``model.alpha`` became backend-specific
-    (architecture decision 64) recorded both; the run used only its backend's (``alpha`` for
-    the gmrf backend, ``nu`` for the others), so the other is set to ``None``.
+    Before decision 64 both ``model.nu`` and ``model.alpha`` were stored; the run used its
+    backend's (``alpha`` for gmrf), so the other becomes ``None``.  Before model families
+    (issue 28) every run was an LGCP: ``model.family = "lgcp"``, no ``model.options``.
     """
     d = json.loads(json.dumps(dict(config)))
     m = d.get("model")
-    if isinstance(m, dict) and m.get("nu") is not None and m.get("alpha") is not None:
-        m["nu" if m.get("backend") == "gmrf" else "alpha"] = None
+    if isinstance(m, dict):
+        if m.get("nu") is not None and m.get("alpha") is not None:
+            m["nu" if m.get("backend") == "gmrf" else "alpha"] = None
+        m.setdefault("family", "lgcp")
+        m.setdefault("options", {})
     return d
 
 

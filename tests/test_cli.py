@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from lattice_lgm import __version__, analysis, cli, config
+from lattice_lgm import __version__, analysis, cli, config, reports
 from lattice_lgm.config import load_config, template
 from lattice_lgm.errors import InvalidParameterError
 from lattice_lgm.samplers import chain_rngs
@@ -339,11 +339,11 @@ def test_maps_values_and_units(project, tmp_path, monkeypatch):
 
 
 def test_intensity_per_ha_only_for_metres():
-    assert cli._intensity_per("m") == "ha"
-    assert cli._intensity_per("metres") == "ha"
-    assert cli._intensity_per("ft") is None
-    assert cli._intensity_per("km") is None
-    assert cli._intensity_per(None) is None
+    assert reports._intensity_per("m") == "ha"
+    assert reports._intensity_per("metres") == "ha"
+    assert reports._intensity_per("ft") is None
+    assert reports._intensity_per("km") is None
+    assert reports._intensity_per(None) is None
 
 
 def test_maps_from_online_summaries_when_no_fields_were_kept(project, tmp_path, monkeypatch):

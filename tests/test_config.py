@@ -81,7 +81,8 @@ def test_resolved_paths_defaults_and_order(tmp_path, data_dir, monkeypatch):
     assert r["data"]["window"] == [0.0, 100.0, 0.0, 100.0]
     assert r["data"]["shape"] is None and r["data"]["outside"] == "raise"
     # LGCP's documented defaults and the sampling defaults of the schema
-    assert r["model"] == {"backend": "circulant", "nu": 1.5, "nu_t": 0.5, "alpha": None,
+    assert r["model"] == {"family": "lgcp", "options": {}, "backend": "circulant", "nu": 1.5,
+                          "nu_t": 0.5, "alpha": None,
                           "coefficients": "block", "intercept": "hyper", "beta_sd": 1.0,
                           "priors": {"range": None, "sd": None, "intercept": None}}
     assert r["sampling"] == {"draws": 1000, "tune": 1000, "discard_tuned_samples": True,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -156,3 +157,22 @@ def _table(value: Kind) -> Kind:
     return Kind(f"a table of name = {value.expected}", check)
 
 
+
+
+def _family() -> Kind:
+    def check(v: Any) -> str:
+        if not isinstance(v, str) or not (v == "lgcp" or re.fullmatch(
+                r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", v)):
+            raise _Bad
+        return v
+
+    return Kind('"lgcp", or "package.module:Class"', check)
+
+
+def _free_table() -> Kind:
+    def check(v: Any) -> dict:
+        if not isinstance(v, dict):
+            raise _Bad
+        return dict(v)
+
+    return Kind("a table (passed to the model family as it is)", check)

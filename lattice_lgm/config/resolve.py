@@ -140,6 +140,9 @@ def _resolve(raw: Mapping[str, Any], *, base: Path, stem: str | None,
     def base_for(dotted: str) -> Path:
         return cwd if dotted in cli_keys else base
 
+    family = (_lookup(raw, "model") or {}).get("family", "lgcp")
+    # another model family reads the data keys it needs; only the points file is required
+    lgcp_only = {"data.window"} if family != "lgcp" else set()
     out: dict[str, Any] = {}
     for sec in SCHEMA:
         given = _lookup(raw, sec.name)
@@ -152,12 +155,12 @@ def _resolve(raw: Mapping[str, Any], *, base: Path, stem: str | None,
             dotted = f"{sec.name}.{key.name}"
             if key.name in given and given[key.name] is not None:
                 v = _check_value(key, dotted, given[key.name])
-            elif key.default is REQUIRED:
+            elif key.default is REQUIRED and dotted not in lgcp_only:
                 extra = (f" when [{sec.name}] is given (or leave the whole table out for "
                          "LGCP's default)") if sec.optional else ""
                 raise ConfigError(f"{dotted} is required{extra}; {key.help}.")
             else:
-                v = copy.deepcopy(key.default)
+                v = None if key.default is REQUIRED else copy.deepcopy(key.default)
             if key.path and isinstance(v, str):
                 v = _abspath(v, base_for(dotted))
             elif key.path and isinstance(v, dict):
@@ -176,6 +179,21 @@ def _exists(dotted: str, path: str) -> None:
 
 
 def _cross_checks(out: dict[str, Any], stem: str | None, base: Path) -> None:
+    if out["model"]["family"] == "lgcp":
+        _lgcp_checks(out)
+    else:
+        _exists("data.points", out["data"]["points"])
+    if out["store"]["path"] is None:
+        if stem is None:
+            raise ConfigError("store.path is not set; give the run's zarr store path.")
+        out["store"]["path"] = os.path.abspath(base / f"{stem}.zarr")
+    if out["output"]["maps"] is None:
+        store = Path(out["store"]["path"])
+        out["output"]["maps"] = str(store.with_name(store.name.removesuffix(".zarr") + "_maps"))
+
+
+def _lgcp_checks(out: dict[str, Any]) -> None:
+    """What only an LGCP's keys must satisfy together (and the method they resolve to)."""
     d, m, s = out["data"], out["model"], out["sampling"]
     if (d["cell_size"] is None) == (d["shape"] is None):
         got = "both" if d["cell_size"] is not None else "neither"
@@ -241,13 +259,6 @@ def _cross_checks(out: dict[str, Any], stem: str | None, base: Path) -> None:
         raise ConfigError(
             f"sampling.representation = {rep!r} is not available with model.backend = "
             f"{backend!r}; choose one of {ok}.")
-    if out["store"]["path"] is None:
-        if stem is None:
-            raise ConfigError("store.path is not set; give the run's zarr store path.")
-        out["store"]["path"] = os.path.abspath(base / f"{stem}.zarr")
-    if out["output"]["maps"] is None:
-        store = Path(out["store"]["path"])
-        out["output"]["maps"] = str(store.with_name(store.name.removesuffix(".zarr") + "_maps"))
 
 
 def _check_time_column(points: str, spacetime: bool) -> None:

@@ -116,16 +116,21 @@ class RunConfig:
             "max_memory_gb": st["max_memory_gb"], "config": self.resolved,
         }
 
-    def build_model(self) -> LGCP:
-        """The :class:`~lattice_lgm.models.lgcp.LGCP` this configuration describes.
+    def build_model(self) -> Any:
+        """The model this configuration describes.
 
-        Reads the points, the window (geopandas for a vector file) and the covariates
-        (``covariates.from_table`` for ``.csv``, ``covariates.read_raster`` for rasters).
+        For ``model.family = "lgcp"`` the :class:`~lattice_lgm.models.lgcp.LGCP`: reads the
+        points, the window (geopandas for a vector file) and the covariates
+        (``covariates.from_table`` for ``.csv``, ``covariates.read_raster`` for rasters).  For
+        another family, ``Class.from_config(self)``.
 
         Returns
         -------
-        LGCP
+        LGCP, or the family's model
         """
+        family = self._resolved["model"]["family"]
+        if family != "lgcp":
+            return _family_class(family).from_config(self)
         d, m = self._resolved["data"], self._resolved["model"]
         window = self._window()
         kw: dict[str, Any] = {
@@ -233,3 +238,21 @@ def load_config(path: str | os.PathLike, overrides: Sequence[str] = ()) -> RunCo
     return RunConfig(resolved, path=p.resolve())
 
 
+
+
+def _family_class(family: str) -> Any:
+    """The class ``"package.module:Class"`` names (``model.family``)."""
+    import importlib
+
+    mod, _, name = family.partition(":")
+    try:
+        cls = getattr(importlib.import_module(mod), name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(
+            f"model.family = {family!r} cannot be imported ({exc}); give \"package.module:"
+            "Class\" of an importable module (installed, or on PYTHONPATH).") from None
+    if not callable(getattr(cls, "from_config", None)):
+        raise ConfigError(
+            f"model.family = {family!r} has no from_config(config); a model family builds its "
+            "model from the resolved configuration.")
+    return cls

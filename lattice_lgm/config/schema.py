@@ -21,7 +21,9 @@ from .kinds import (
     Kind,
     _bool,
     _choice,
+    _family,
     _float,
+    _free_table,
     _int,
     _number_list,
     _positive_or_list,
@@ -144,7 +146,14 @@ SCHEMA: tuple[Section, ...] = (
         Key("time_units", _str(), _LGCP["time_units"], "space-time only: units of t",
             example="day"),
     )),
-    Section("model", "the log-Gaussian Cox process (lattice_lgm.LGCP)", (
+    Section("model", "the model: the log-Gaussian Cox process (lattice_lgm.LGCP) by default", (
+        Key("family", _family(), "lgcp",
+            "\"lgcp\", or \"package.module:Class\" of another model family: a class whose "
+            "from_config(config) builds a model implementing lattice_lgm._runview.RunView "
+            "(the keys below are the LGCP's; a family reads data.* and model.options)"),
+        Key("options", _free_table(), {},
+            "settings of a model family other than lgcp, passed to its from_config as they are",
+            example={}),
         Key("backend", _choice(BACKENDS), _LGCP["backend"],
             "field prior: circulant embedding, Matérn-SPDE GMRF, or dense (the oracle, small "
             "lattices)"),

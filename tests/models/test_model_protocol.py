@@ -1,8 +1,9 @@
 """A new model family plugs into runs through the RunView protocol alone (issue 28).
 
 ``tests/models/toy_gp.py`` is one module outside the package; these tests run it through
-``sample()`` into a store, ``open_store``, an interrupted run's ``resume`` (byte for byte) and
-``analysis.summary`` — with no edit to the package for it.
+``sample()`` into a store, ``open_store``, an interrupted run's ``resume`` (byte for byte),
+``analysis.summary`` and the command line (``run``, ``summary``, ``extend``, ``verify``,
+``resume``) from a configuration naming it — with no edit to the package for it.
 """
 
 from __future__ import annotations
@@ -57,3 +58,46 @@ def test_an_interrupted_toy_run_resumes_byte_for_byte(toy, tmp_path, monkeypatch
     _crash_after_checkpoint(toy, p, monkeypatch, n=2, run=RUN)
     sample(toy, store=p, resume=True, **RUN)
     _assert_same_store(ref, p)
+
+
+def test_the_toy_runs_from_a_config_through_the_command_line(tmp_path, capsys, monkeypatch):
+    from lattice_lgm import cli
+
+    (tmp_path / "obs.csv").write_text("y\n" + "\n".join(f"{v:.6f}" for v in toy_data()))
+    (tmp_path / "toy.toml").write_text(
+        '[data]\npoints = "obs.csv"\ncell_size = 1.0\n\n'
+        '[model]\nfamily = "tests.models.toy_gp:ToyGP"\n'
+        'options = { spacing = 1.0, noise_sd = 0.3 }\n\n'
+        '[sampling]\nseed = 3\nchains = 2\ntune = 2\ndraws = 6\nn_latent = 2\n'
+        'checkpoint_every = 2\n')
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", "toy.toml", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("ToyGP: 40 observations") and "posterior: 2 chains × 6 draws" in out
+    assert not (tmp_path / "toy_maps").exists()  # the maps are the LGCP's
+    store = str(tmp_path / "toy.zarr")
+    assert cli.main(["summary", store]) == 0
+    assert "posterior: 2 chains × 6 draws" in capsys.readouterr().out
+    assert cli.main(["extend", store, "--draws", "2", "--no-progress"]) == 0
+    assert cli.main(["verify", store]) == 0
+    assert cli.main(["summary", store]) == 0
+    assert "posterior: 2 chains × 8 draws" in capsys.readouterr().out
+    assert cli.main(["plot", store]) == 2
+    assert "the maps are the LGCP's" in capsys.readouterr().err
+
+
+def test_a_family_that_cannot_be_imported_is_named(tmp_path, capsys):
+    from lattice_lgm.config import ConfigError, load_config
+
+    (tmp_path / "obs.csv").write_text("y\n1.0\n2.0\n")
+    (tmp_path / "bad.toml").write_text(
+        '[data]\npoints = "obs.csv"\ncell_size = 1.0\n\n[model]\nfamily = "nowhere.mod:X"\n'
+        '\n[sampling]\nseed = 1\n')
+    cfg = load_config(tmp_path / "bad.toml")
+    with pytest.raises(ConfigError, match=r"model.family = 'nowhere.mod:X' cannot be imported"):
+        cfg.build_model()
+    (tmp_path / "bad2.toml").write_text(
+        '[data]\npoints = "obs.csv"\ncell_size = 1.0\n\n[model]\nfamily = "not a path"\n'
+        '\n[sampling]\nseed = 1\n')
+    with pytest.raises(ConfigError, match=r"model\.family"):
+        load_config(tmp_path / "bad2.toml")

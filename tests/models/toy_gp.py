@@ -1,8 +1,10 @@
 """A model family written outside the package: a Gaussian-likelihood GP on a 1-D lattice.
 
 It plugs into ``sample()``, the store, ``resume`` and ``analysis.summary`` by implementing
-:class:`lattice_lgm._runview.RunView` and nothing else — no edit to the package (issue 28's
-test of the model protocol, ``tests/models/test_model_protocol.py``).
+:class:`lattice_lgm._runview.RunView`, and into the configuration file and the command line
+by ``from_config`` and ``describe`` (``model.family = "tests.models.toy_gp:ToyGP"``) — no
+edit to the package (issue 28's test of the model protocol,
+``tests/models/test_model_protocol.py``).
 """
 
 from __future__ import annotations
@@ -50,6 +52,21 @@ class ToyGP:
         self.coef_names: list[str] = []
         self.inside = np.ones(n, dtype=bool)
         self.units = "m"
+
+    @classmethod
+    def from_config(cls, config: Any) -> ToyGP:
+        """From a run configuration: ``data.points`` a CSV with a column ``y`` (the
+        observations in cell order), ``model.options`` ``spacing`` and ``noise_sd``."""
+        import pandas as pd
+
+        r = config.resolved
+        y = pd.read_csv(r["data"]["points"])["y"].to_numpy(dtype=float)
+        return cls(y, **dict(r["model"]["options"]))
+
+    def describe(self) -> str:
+        """One line for ``lattice-lgm run``."""
+        return (f"ToyGP: {self.y.size} observations on a 1-D lattice, Gaussian noise, "
+                f"GP prior (Matérn 3/2); hyperpriors {self.priors_text()}")
 
     # -- lattice_lgm._runview.RunView ---------------------------------------------------------
     def init_state(self, rngs: Any, chains: Any, initvals: Any = None, warm: bool = True) -> Any:
