@@ -74,12 +74,12 @@ class SamplerCost:
 #: per backend (see :class:`SamplerCost`): ``benchmarks/results/resources.json``, bei with two
 #: covariates, the default method (joint HMC; ``prior-white`` on dense), 2-core machine.  The
 #: benchmark's runs (20 + 10 iterations) are mostly warm-up, whose unadapted step sizes make
-#: long trajectories: against the demo (bei at 5 m, 4 × 1200 iterations, 420 s, 0.0875 s per
-#: chain and iteration on a 207 360-cell torus, machine loaded) its 2.57e-7 overstated the
-#: time 3.8×, so the circulant level is the demo's (the exponent stays the benchmark's); the
-#: GMRF and dense times are the benchmark's and likely as pessimistic (not yet measured).
+#: long trajectories: against the demo (bei at 5 m, 4 × 1200 iterations, sampled in 261 s on
+#: the idle machine: 0.0544 s per chain and iteration on a 207 360-cell torus) its 2.57e-7
+#: overstated the time 6×, so the circulant level is the demo's (the exponent stays the
+#: benchmark's); the GMRF and dense times are the benchmark's and likely as pessimistic.
 SAMPLER_COST: dict[str, SamplerCost] = {
-    "circulant": SamplerCost(2373.0, 26.5, 1.0, 6.7e-8, 1.15,
+    "circulant": SamplerCost(2373.0, 26.5, 1.0, 4.18e-8, 1.15,
                              "≈ 2.3 KiB per torus cell, measured on bei up to 1.04 M cells"),
     "gmrf": SamplerCost(176.1, 68.7, 1.27, 9.31e-8, 1.28,
                         "≈ 176 B · n^1.27, measured on bei up to 0.24 M cells"),
