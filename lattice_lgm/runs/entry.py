@@ -25,7 +25,7 @@ from .dask import _sample_dask
 from .loop import _Runner
 from .plan import _Plan
 from .resources import _check_resources, _check_sampler_memory, _state_bytes
-from .sinks import _MemorySink, _StoreSink
+from .sinks import MemorySink, StoreSink
 from .storeops import (
     _STORE_ERRNOS,
     _block_draws,
@@ -248,7 +248,7 @@ def _sample_in_process(plan: _Plan, budget: ThreadBudget, *, store, resume, chai
         state = start()
         specs, coords = plan.specs(plan.view.record(state))
         _check_resources(specs, None, max_disk_gb, max_memory_gb)
-        sink = _MemorySink(specs, coords, attrs)
+        sink = MemorySink(specs, coords, attrs)
         runner = _Runner(plan, sink, probe_rngs, step=step, progressbar=progressbar,
                          checkpointing=False)
         runner.run(state, None)
@@ -272,7 +272,7 @@ def _sample_in_process(plan: _Plan, budget: ThreadBudget, *, store, resume, chai
             _require_intact(path, plan.chain_ids)  # before anything is written
             st.lock_chains(plan.chain_ids)  # before touching their files: one writer per chain
             st.remove_orphans(plan.chain_ids, plan.tag)  # what a killed writer left half-written
-            runner_sink = _StoreSink(st)
+            runner_sink = StoreSink(st)
             runner = _Runner(plan, runner_sink, probe_rngs, step=step, progressbar=progressbar,
                              checkpointing=True)
             try:
@@ -329,7 +329,7 @@ def _sample_in_process(plan: _Plan, budget: ThreadBudget, *, store, resume, chai
                                  checkpoint_bytes=_state_bytes(state))
                 st = RunStore.create(path, specs, coords, attrs)
                 st.lock_chains(plan.chain_ids)
-            runner = _Runner(plan, _StoreSink(st), probe_rngs, step=step, progressbar=progressbar,
+            runner = _Runner(plan, StoreSink(st), probe_rngs, step=step, progressbar=progressbar,
                              checkpointing=True)
             runner.run(state, None)
     except OSError as exc:

@@ -17,7 +17,7 @@ from ..store import (
 )
 from .plan import GROUPS, PHASES, STATS, _Plan
 from .progress import _Progress
-from .sinks import _MemorySink
+from .sinks import Sink
 
 
 # -- the run -------------------------------------------------------------------------------------
@@ -72,7 +72,7 @@ class _Welford:
 
 
 class _Runner:
-    def __init__(self, plan: _Plan, sink: Any, rngs: list, *, step: Any, progressbar: bool,
+    def __init__(self, plan: _Plan, sink: Sink, rngs: list, *, step: Any, progressbar: bool,
                  checkpointing: bool) -> None:
         # the chains' streams: the ones that drew the starting state (a resume then sets their
         # bit-generator states from the checkpoint)
@@ -163,10 +163,7 @@ class _Runner:
             self._write_summary(name, v)
 
     def _write_summary(self, name: str, v: np.ndarray) -> None:
-        if isinstance(self.sink, _MemorySink):
-            self.sink.arrays[("summaries", name)][self.local] = v
-        else:
-            self.sink.store.root["summaries"][name][self.local, ...] = v
+        self.sink.put("summaries", name, self.local, v)
 
     # -- checkpoints -----------------------------------------------------------------------------
     def _checkpoint(self, phase: str, i: int, sweeps_done: int, state: Any) -> None:
@@ -189,7 +186,7 @@ class _Runner:
         wis = pyfftw.export_wisdom()
         for j, w in enumerate(wis):
             arrays[f"wisdom/{j}"] = np.frombuffer(w, dtype=np.uint8)
-        self.sink.store.save_checkpoint(meta, arrays, tag=plan.tag)
+        self.sink.save_checkpoint(meta, arrays, tag=plan.tag)
 
     def restore(self, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Any:
         """The sampler state, streams and accumulators of a checkpoint."""
