@@ -139,3 +139,36 @@ def test_no_module_grows_past_its_budget():
     assert not grown, f"modules grown past their budget (now, budget): {grown}"
     gone = sorted(m for m in OVERSIZE if sizes.get(m, 0) <= MAX_LINES)
     assert not gone, f"{gone} are under {MAX_LINES} lines now: take them out of OVERSIZE"
+
+
+#: imports of our own modules inside functions (the issue-28 rule allows them for optional
+#: dependencies only): the count when the ratchet was set; it may only shrink
+LOCAL_PACKAGE_IMPORTS = 30
+
+
+def local_package_imports() -> dict[str, int]:
+    """Per module, ``import``s of lattice_lgm modules made inside a function."""
+    out: dict[str, int] = {}
+    for m, f in modules().items():
+        tree = ast.parse(f.read_text())
+        inside: set[int] = set()
+        for fn in ast.walk(tree):
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                inside.update(id(x) for x in ast.walk(fn) if x is not fn)
+        n = sum(1 for x in ast.walk(tree)
+                if id(x) in inside and isinstance(x, ast.ImportFrom)
+                and (x.level > 0 or (x.module or "").startswith("lattice_lgm")))
+        if n:
+            out[m] = n
+    return out
+
+
+def test_imports_of_our_own_modules_inside_functions_do_not_grow():
+    per = local_package_imports()
+    total = sum(per.values())
+    assert total <= LOCAL_PACKAGE_IMPORTS, (
+        f"{total} function-local imports of lattice_lgm modules (budget "
+        f"{LOCAL_PACKAGE_IMPORTS}): {per}; import at the top of the module, or move the code "
+        "to the layer it belongs to")
+    assert total > LOCAL_PACKAGE_IMPORTS - 5, (
+        f"only {total} left: lower LOCAL_PACKAGE_IMPORTS to {total}")
