@@ -104,6 +104,8 @@ class LGCPView:
         self.coef_names = list(model.covariate_names)
         self.inside = np.asarray(model.inside, dtype=bool)
         self.units = getattr(lat, "units", None) or ""
+        # the lattice's cells in the prior's state, once (every record reads them)
+        self._window = model.prior.window_index()
 
     #: what the last :meth:`init_state` did (the warm start's report), or None
     last_start_report: Any = None
@@ -131,7 +133,7 @@ class LGCPView:
         m, n = self.model, state.n_chains
         # NumPy throughout (no Dataset per draw): the model's own mappings, which the
         # posterior Datasets of analysis use as well
-        f = state.f.reshape(n, -1)[:, m.prior.window_index()].reshape(n, *self.shape)
+        f = state.f.reshape(n, -1)[:, self._window].reshape(n, *self.shape)
         f = np.asarray(f, dtype=float)
         rep = m.reported_draws(state.theta, m.coefficient_draws(state))
         beta = rep.pop("beta", None)

@@ -35,6 +35,14 @@ def is_number(value: object) -> bool:
             and value.dtype.kind in "iuf")
 
 
+def check_bools(**flags: object) -> None:
+    """Refuse a switch that is not a bool (``"no"`` would count as true)."""
+    for name, v in flags.items():
+        if not isinstance(v, bool | np.bool_):
+            raise InvalidParameterError(
+                f"{name}={v!r} is a {type(v).__name__}, not a bool; pass True or False.")
+
+
 def positive_int(name: str, value: int, remedy: str = "pass e.g. 1") -> int:
     """Return ``value`` as an int, or raise unless it is an integer >= 1 (bools refused)."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:

@@ -618,34 +618,34 @@ def _atomic_json(path: Path, obj: Any) -> None:
     os.replace(tmp, path)
 
 
+def _parse_marker(f: Path) -> dict[str, int] | None:
+    """A commit marker's ``phase -> draws``, or None if it is not such a JSON object."""
+    try:
+        data = json.loads(f.read_text())
+    except ValueError:
+        return None
+    ok = isinstance(data, dict) and all(type(v) is int for v in data.values())  # bools refused
+    return dict(data) if ok else None
+
+
 def _read_commits(path: Path) -> dict[int, dict[str, int]]:
     d = Path(path) / COMMIT_DIR
     out: dict[int, dict[str, int]] = {}
     if d.exists():
         for f in d.glob("chain-*.json"):
-            try:
-                out[int(f.stem.split("-")[1])] = {k: int(v) for k, v in
-                                                  json.loads(f.read_text()).items()}
-            except (ValueError, AttributeError) as exc:
+            marker = _parse_marker(f)
+            if marker is None:
                 raise StoreIntegrityError(
-                    f"store={str(path)!r}: the commit marker {COMMIT_DIR}/{f.name} is damaged "
-                    f"({exc}); it says how many draws of chain {f.stem.split('-')[1]} are on "
-                    "disk. `lattice-lgm resume` (resume=True) rebuilds it from the newest "
-                    "checkpoint.") from None
+                    f"store={str(path)!r}: the commit marker {COMMIT_DIR}/{f.name} is damaged (not "
+                    "a JSON object of draw counts). `lattice-lgm resume` (resume=True) rebuilds "
+                    "it from the newest checkpoint.")
+            out[int(f.stem.split("-")[1])] = marker
     return out
 
 
-def _damaged_markers(path: Path) -> list[Path]:
-    """Commit markers that are not a JSON object of phase -> count."""
-    bad = []
-    for f in sorted((Path(path) / COMMIT_DIR).glob("chain-*.json")):
-        try:
-            data = json.loads(f.read_text())
-            if not isinstance(data, dict) or not all(isinstance(v, int) for v in data.values()):
-                bad.append(f)
-        except ValueError:
-            bad.append(f)
-    return bad
+def _damaged_markers(path: Path) -> list[Path]:  # markers resume sets aside and rebuilds
+    return [f for f in sorted((Path(path) / COMMIT_DIR).glob("chain-*.json"))
+            if _parse_marker(f) is None]
 
 
 def _write_coord(group: Any, dim: str, values: Any, overwrite: bool = False) -> None:
@@ -919,7 +919,8 @@ def verify_store(path: str | os.PathLike, *, chains: Sequence[int] | None = None
                 report.unverifiable.append(c)
             continue
         todo.append((manifest, _mtime(p / COMMIT_DIR / f"chain-{c}.json")))
-    final = _final_chunks(p, commits)
+    meta = _root_meta(p)
+    final = _final_chunks(meta, commits)
     for manifest, committed_at in todo:
         for key, want in sorted(manifest.items()):
             f = p / key
@@ -932,13 +933,12 @@ def verify_store(path: str | os.PathLike, *, chains: Sequence[int] | None = None
                 # written chunk) may be an interrupted writer's
                 late = _mtime(f) >= committed_at and not final(key)
                 (report.changed if late else report.corrupt).append(key)
-    report.metadata_missing = _missing_metadata(p)
+    report.metadata_missing = _missing_metadata(p, meta)
     return report
 
 
-def _consolidated(path: Path) -> dict[str, Any]:
-    """The consolidated metadata of every node below the root, by path ({} if none)."""
-    meta = _root_meta(path)
+def _consolidated(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The consolidated metadata of every node below the root (from :func:`_root_meta`)."""
     return dict((meta.get("consolidated_metadata") or {}).get("metadata") or {})
 
 
@@ -955,9 +955,9 @@ def _root_meta(path: Path) -> dict[str, Any]:
             "draws themselves are in the chunk files).") from None
 
 
-def _missing_metadata(path: Path) -> list[str]:
+def _missing_metadata(path: Path, meta: Mapping[str, Any]) -> list[str]:
     """Nodes (groups, arrays) whose own ``zarr.json`` is gone but consolidated metadata has."""
-    return sorted(k for k in _consolidated(path) if not (Path(path) / k / "zarr.json").is_file())
+    return sorted(k for k in _consolidated(meta) if not (Path(path) / k / "zarr.json").is_file())
 
 
 def restore_metadata(path: str | os.PathLike) -> list[str]:
@@ -973,23 +973,23 @@ def restore_metadata(path: str | os.PathLike) -> list[str]:
         The nodes restored.
     """
     p = Path(path)
-    cons = _consolidated(p)
+    cons = _consolidated(meta := _root_meta(p))
     done = []
-    for key in _missing_metadata(p):
+    for key in _missing_metadata(p, meta):
         (p / key).mkdir(parents=True, exist_ok=True)
         _atomic_json(p / key / "zarr.json", cons[key])
         done.append(key)
     return done
 
 
-def _final_chunks(path: Path, commits: Mapping[int, Mapping[str, int]]) -> Any:
+def _final_chunks(meta: Mapping[str, Any], commits: Mapping[int, Mapping[str, int]]) -> Any:
     """A predicate: whether chunk ``key`` holds committed draws only.
 
     ``key`` is ``group/name/c/<chain>/<k>/...``.  Such a chunk is complete before its
     commit and never written again.
     """
-    cons = _consolidated(path)
-    rc = dict((_root_meta(path).get("attributes") or {}).get("run_config") or {})
+    cons = _consolidated(meta)
+    rc = dict((meta.get("attributes") or {}).get("run_config") or {})
     thin = int(rc.get("thin_fields") or 1)
     phase_of = {g: ph for ph, gs in PHASE_GROUPS.items() for g in gs}
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
+from .._validation import is_number
 from ..errors import InvalidParameterError
 
 
@@ -44,10 +45,6 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _is_number(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
-
-
 def _int(lo: int) -> Kind:
     def check(v: Any) -> int:
         if not _is_int(v) or v < lo:
@@ -60,7 +57,7 @@ def _int(lo: int) -> Kind:
 def _float(lo: float | None = None, hi: float | None = None, what: str | None = None) -> Kind:
     """A finite number in the open interval (lo, hi); an integer is accepted and converted."""
     def check(v: Any) -> float:
-        if not _is_number(v) or not math.isfinite(v):
+        if not is_number(v) or not math.isfinite(v):
             raise _Bad
         if lo is not None and v <= lo:
             raise _Bad

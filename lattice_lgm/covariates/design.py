@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -84,6 +85,17 @@ class DesignMatrix:
         ``covariates``.
         """
         return np.moveaxis(self.X, -1, 0)
+
+    @functools.cached_property
+    def X_original(self) -> np.ndarray:
+        """The columns on their original scale, ``center + scale · X``, shape ``X.shape``.
+
+        Cells outside ``inside`` (NaN in ``X``) hold the centre: they are never read there.
+        Computed once: the intensity of every stored draw uses it.
+        """
+        x = self.center + self.scale * np.nan_to_num(self.X, nan=0.0)
+        x.setflags(write=False)
+        return x
 
     def to_original(
         self, coef: np.ndarray, intercept: float | np.ndarray = 0.0

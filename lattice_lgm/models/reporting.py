@@ -80,11 +80,9 @@ class LGCPReporting:
             if beta is None:
                 raise InvalidParameterError(
                     f"beta is None; this model has covariates {list(self.covariate_names)}.")
-            d = self.design
-            # the original columns (``beta`` is on their scale); cells outside the window are
-            # masked below, so their NaN may stand as the centre
-            x = d.center + d.scale * np.nan_to_num(d.X, nan=0.0)
-            eta = eta + np.tensordot(np.asarray(beta, dtype=float), x, axes=([-1], [-1]))
+            # the original columns (``beta`` is on their scale); outside the window masked below
+            eta = eta + np.tensordot(np.asarray(beta, dtype=float), self.design.X_original,
+                                     axes=([-1], [-1]))
         if self.offset is not None:
             eta = eta + self.offset
         return np.where(self.inside, eta, np.nan)

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._validation import positive_float, positive_int
+from .._validation import check_bools, positive_float, positive_int
 from ..errors import InvalidParameterError
 from ..samplers import chain_rngs
 from ..settings import RUN_DEFAULTS
@@ -29,7 +29,6 @@ from .sinks import MemorySink, StoreSink
 from .storeops import (
     _STORE_ERRNOS,
     _block_draws,
-    _check_flags,
     _check_writable,
     _config_with_draws,
     _extended_elsewhere,
@@ -165,7 +164,7 @@ def sample(
         Bad arguments (before any sweep or store write).
     StoreExistsError, ResumeMismatchError, CheckpointError, ResourceLimitError
     """
-    _check_flags(discard_tuned_samples=discard_tuned_samples, progressbar=progressbar,
+    check_bools(discard_tuned_samples=discard_tuned_samples, progressbar=progressbar,
                  resume=resume)
     for name, v in (("max_disk_gb", max_disk_gb), ("max_memory_gb", max_memory_gb)):
         if v is not None:

@@ -9,8 +9,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..errors import InvalidParameterError, LatticeLGMError, ResourceLimitError
 from ..store import RunStore, StoreIntegrityError, verify_store
 from .plan import PHASES
@@ -62,14 +60,6 @@ def _with_draws(attrs: Mapping[str, Any], draws: int) -> dict[str, Any]:
     if out.get("config"):
         out["config"] = _config_with_draws(out["config"], draws)
     return out
-
-
-def _check_flags(**flags: Any) -> None:
-    """Refuse a switch that is not a bool (``"no"`` would count as true)."""
-    for name, v in flags.items():
-        if not isinstance(v, bool | np.bool_):
-            raise InvalidParameterError(
-                f"{name}={v!r} is a {type(v).__name__}, not a bool; pass True or False.")
 
 
 def _block_draws(path: Path, chain_ids: Sequence[int]) -> int:
