@@ -16,6 +16,16 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from .errors import InvalidParameterError
+from .models import LGCP, LatentGaussianModel
+from .models.lgcp_start import initial_state
+from .samplers import (
+    EllipticalSlice,
+    Gibbs,
+    HyperMove,
+    default_method_for,
+    default_sweep,
+    init_state,
+)
 from .store import hash_arrays
 
 
@@ -116,17 +126,17 @@ class LGCPView:
         ``warm=False`` draws the field from the prior (for a store's layout only).
         """
         theta = None if initvals is None else [dict(t) for t in initvals]
-        state = self.model.init_state(rngs, chains=chains, theta=theta, warm=warm)
-        self.last_start_report = self.model.last_warm_start
+        state, self.last_start_report = initial_state(self.model, rngs, chains, theta=theta,
+                                                      warm=warm)
         return state
 
     def default_representation(self) -> str:
-        """The model's measured default method."""
-        return self.model.default_method()
+        """The measured default method of the model's backend."""
+        return default_method_for(self.model.backend)
 
     def default_sweep(self, representation: str, n_latent: int, tune: int = 0):
-        """The model's sweep for ``representation`` (``tune``: warm-up of adaptive moves)."""
-        return self.model.sampler(representation, n_latent=n_latent, tune=tune)
+        """The sweep for ``representation`` (``tune``: warm-up of adaptive moves)."""
+        return default_sweep(self.lgm, representation, n_latent=n_latent, tune=tune)
 
     def record(self, state) -> dict[str, Any]:
         """Hyperparameters, coefficients, the window field and the summary values of a state."""
@@ -205,8 +215,6 @@ class LatentView:
 
     def init_state(self, rngs, chains, initvals=None, warm: bool = True):
         """An exact prior draw at the model's initial hyperparameters (or ``initvals``)."""
-        from .samplers import init_state
-
         theta = None if initvals is None else [dict(t) for t in initvals]
         return init_state(self.lgm, rngs, chains=chains, theta=theta)
 
@@ -216,8 +224,6 @@ class LatentView:
 
     def default_sweep(self, representation: str, n_latent: int, tune: int = 0):
         """Hyperparameter moves (if any are sampled), then ``n_latent`` ESS updates."""
-        from .samplers import EllipticalSlice, Gibbs, HyperMove
-
         hyper = HyperMove(self.lgm, representation) if self.lgm.hyper_names else None
         return Gibbs(hyper, EllipticalSlice(self.lgm), n_latent=n_latent)
 
@@ -262,8 +268,6 @@ def view_of(model: Any) -> RunView:
     The model itself if it implements :class:`RunView`, else the adapter of an LGCP or a
     LatentGaussianModel.
     """
-    from .models import LGCP, LatentGaussianModel
-
     if isinstance(model, RunView):
         return model
     if isinstance(model, LGCP):

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InvalidParameterError, LatticeLGMError, UnsupportedOperationError
-from .reports import print_summary, write_maps
+from .reports import describe_run, print_summary, write_maps
 
 __all__ = ["build_parser", "main", "parse_chains", "print_summary", "write_maps"]
 
@@ -225,7 +225,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     runs = _module("runs", "sample and resume")
     _check_accepts(runs.sample, extra)
     model = cfg.build_model()
-    print(model.describe(), flush=True)
+    print(describe_run(model), flush=True)
     tree = runs.sample(model, **kwargs, chain_ids=chain_ids,
                        progressbar=not args.no_progress, **extra)
     _report(model, tree, str(cfg.store_path), cfg.maps_dir, cfg.thresholds, block=chain_ids)

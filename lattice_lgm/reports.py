@@ -14,7 +14,21 @@ from typing import Any, TextIO
 
 from .errors import InvalidParameterError
 
-__all__ = ["print_summary", "write_maps"]
+__all__ = ["describe_run", "print_summary", "write_maps"]
+
+
+def describe_run(model: Any) -> str:
+    """What ``lattice-lgm run`` prints before sampling.
+
+    The model's description, and for an LGCP the frequentist cross-check and the chains'
+    start (:func:`lattice_lgm.models.lgcp_start.prepare`, fitted once for the run).
+    """
+    from .models import LGCP, lgcp_start
+
+    text = model.describe()
+    if isinstance(model, LGCP):
+        text += "\n" + lgcp_start.prepare(model).describe(model)
+    return text
 
 
 def print_summary(model: Any, posterior: Any, file: TextIO | None = None,

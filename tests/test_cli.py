@@ -25,7 +25,8 @@ import xarray as xr
 from lattice_lgm import __version__, analysis, cli, config, reports
 from lattice_lgm.config import load_config, template
 from lattice_lgm.errors import InvalidParameterError
-from lattice_lgm.samplers import chain_rngs
+from lattice_lgm.models.lgcp_start import initial_state
+from lattice_lgm.samplers import chain_rngs, default_sweep
 
 # R-hat of 4-draw chains divides by a zero within-chain variance inside ArviZ; these tests check
 # what the command prints and writes, not the diagnostics' values.
@@ -72,7 +73,7 @@ def project(tmp_path_factory):
     path = _write_project(d)
     model = load_config(path).build_model()
     rngs = chain_rngs(SEED, CHAINS)
-    state, sweep = model.init_state(rngs), model.sampler(n_latent=2)
+    state, sweep = initial_state(model, rngs)[0], default_sweep(model.model, n_latent=2)
     states = []
     for _ in range(4):
         state, _ = sweep.step(state, rngs)

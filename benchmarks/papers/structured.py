@@ -97,6 +97,7 @@ from lattice_lgm.hyperpriors import Hyperprior, LogUniform, Normal  # noqa: E402
 from lattice_lgm.likelihoods import Poisson  # noqa: E402
 from lattice_lgm.models.latent import LatentGaussianModel  # noqa: E402
 from lattice_lgm.priors import CirculantPrior, DensePrior, GMRFPrior  # noqa: E402
+from lattice_lgm.samplers import default_sweep  # noqa: E402
 
 RESULTS = HERE / "results"
 QUICK_OUT = RESULTS / "quick"
@@ -313,8 +314,8 @@ def run(prob: Problem, *, chains: int, tune: int, draws: int, seed: int, work: P
     tag = f"{prob.name}_{prob.backend}_{'x'.join(map(str, prob.lattice.shape))}"
     store = work / f"{tag}_c{chains}_t{tune}_d{draws}_f{thin_fields}.zarr"
     model = lgcp if lgcp is not None else prob.model
-    sweep = (lgcp.sampler(REPRESENTATION, n_latent=N_LATENT) if lgcp is not None else
-             _sweep(prob.model))
+    sweep = (default_sweep(lgcp.model, REPRESENTATION, n_latent=N_LATENT)
+             if lgcp is not None else _sweep(prob.model))
     tree, post, start = sample_traced(model, sweep, n_chains=chains, n_iter=draws,
                                         n_burn=tune, seed=seed, store=store, prior_term=False,
                                         thin_fields=thin_fields)

@@ -171,7 +171,8 @@ def run_one(problem: str, method: str, iterations: int, tune: int, budget: float
     """
     import pickle
 
-    from lattice_lgm.samplers import chain_rngs
+    from lattice_lgm.models.lgcp_start import initial_state
+    from lattice_lgm.samplers import chain_rngs, default_sweep
 
     model, truth = build(problem)
     names = list(model.model.hyper_names)
@@ -188,10 +189,10 @@ def run_one(problem: str, method: str, iterations: int, tune: int, budget: float
         load0 = os.getloadavg()[0]
         rngs = chain_rngs(seed, 4)
         t0 = time.perf_counter()
-        state = model.init_state(rngs)
+        state, report = initial_state(model, rngs)
         t_warm = time.perf_counter() - t0
-        warm = model.last_warm_start.to_dict() if model.last_warm_start else None
-        sweep = model.sampler(method, tune=tune if method == "hmc" else 0)
+        warm = report.to_dict() if report else None
+        sweep = default_sweep(model.model, method, tune=tune if method == "hmc" else 0)
         trace = {k: [] for k in (*names, *coef, "loglik")}
         clock, steps = [], []
     def save() -> None:

@@ -136,15 +136,16 @@ def export() -> None:
 
 def ours(tune: int, draws: int, seed: int, tag: str = "", label: str = "ours") -> None:
     """lattice_lgm's default (joint HMC, warm start) on the same model, one thread."""
-    from lattice_lgm.samplers import chain_rngs
+    from lattice_lgm.models.lgcp_start import initial_state
+    from lattice_lgm.samplers import chain_rngs, default_sweep
 
     m = _bei()
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
     rngs = chain_rngs(seed, 4)
-    state = m.init_state(rngs)
+    state = initial_state(m, rngs)[0]
     t_warm = time.perf_counter() - t0
-    sweep = m.sampler("hmc", tune=tune)
+    sweep = default_sweep(m.model, "hmc", tune=tune)
     out = {k: [] for k in NAMES}
     steps = []
     for i in range(tune + draws):

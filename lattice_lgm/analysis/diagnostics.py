@@ -12,6 +12,7 @@ import numpy as np
 import xarray as xr
 
 from ..models import LGCP
+from ..models.lgcp_start import prepare
 from ._core import _require, resolution_check
 
 #: the convergence rule of :func:`summary` (Vehtari, Gelman, Simpson, Carpenter & Bürkner 2021:
@@ -72,18 +73,9 @@ def summary(model: Any, posterior: xr.Dataset, *, bound_fraction: float = 0.9,
         _require(posterior, "beta")
         for n in names:
             rows[n] = posterior["beta"].sel(covariate=n).values
-    check: dict[str, float] = {}
-    if model.min_contrast is not None:
-        check.update(sd=model.min_contrast.sd, range=model.min_contrast.range)
-    if model.glm is not None:
-        g = model.glm
-        if model.design is not None:
-            gb, gi = model.design.to_original(np.asarray(g.coef), g.intercept)
-            check.update({n: float(v) for n, v in zip(names, gb, strict=True)})
-        else:
-            gi = g.intercept
-        sd_hat = check.get("sd", float(np.median(rows["sd"])))
-        check["intercept"] = float(gi) - sd_hat**2 / 2
+    fits = prepare(model).check
+    check = ({} if fits is None else
+             fits.check_values(model, sd_fallback=float(np.median(rows["sd"]))))
     if loglik is not None:
         rows["log_likelihood"] = np.asarray(loglik, dtype=float)
     df = diagnostics_table(rows, check)

@@ -13,12 +13,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..models.lgcp import (
-    DEFAULT_ALPHA,
-    DEFAULT_NU,
-    default_method_for,
-)
-from ..models.lgcp import METHODS as SAMPLER_METHODS
+from ..models.lgcp import DEFAULT_ALPHA, DEFAULT_NU
+from ..samplers.defaults import METHODS as SAMPLER_METHODS
+from ..samplers.defaults import default_method_for
 from ..samplers.hyper import REPRESENTATIONS
 from .kinds import ConfigError, _Bad
 from .schema import _CONTAINERS, _LGCP, _SECTIONS, REQUIRED, SCHEMA, Key

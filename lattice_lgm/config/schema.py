@@ -14,7 +14,7 @@ from ..models.lgcp import (
     DEFAULT_NU,
     LGCP,
 )
-from ..models.lgcp import METHODS as SAMPLER_METHODS
+from ..samplers.defaults import METHODS as SAMPLER_METHODS
 from ..samplers.hyper import REPRESENTATIONS
 from ..settings import DEFAULT_THRESHOLDS, RUN_DEFAULTS
 from .kinds import (
@@ -104,7 +104,6 @@ def _signature_defaults(fn: Callable) -> dict[str, Any]:
 
 # LGCP's own defaults, read from its signature so that they are never copied here
 _LGCP = _signature_defaults(LGCP.__init__)
-_SAMPLER = _signature_defaults(LGCP.sampler)
 _RUN = RUN_DEFAULTS.as_dict()
 _PROB = _float(0.0, 1.0, what="a probability in (0, 1)")
 
@@ -210,12 +209,12 @@ SCHEMA: tuple[Section, ...] = (
             "stored draws per chunk and between checkpoints (unset: the runner's default)",
             example=100),
         Key("representation", _choice(("auto", *SAMPLER_METHODS, *REPRESENTATIONS)),
-            _SAMPLER["representation"],
+            _RUN["representation"],
             "the sampler: 'auto' (the backend's measured default: 'hmc' on circulant and "
             "gmrf, 'prior-white' on dense), 'hmc' (joint HMC, circulant and gmrf), 'asis' "
             "(interweaving; gmrf, dense, and circulant kernels with a fixed-f move), or a "
             "Murray–Adams representation of the hyperparameter move"),
-        Key("n_latent", _int(1), _SAMPLER["n_latent"],
+        Key("n_latent", _int(1), _RUN["n_latent"],
             "elliptical slice updates of the field per sweep"),
         Key("chains_per_task", _int(1), _RUN["chains_per_task"],
             "chains per Dask task with --workers/--scheduler (each block checkpoints itself)"),

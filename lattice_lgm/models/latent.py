@@ -27,7 +27,7 @@ from .._validation import finite_array, positive_float
 from ..errors import InvalidParameterError, ParameterOutOfBoundsError, ShapeMismatchError
 from ..hyperpriors import Hyperprior
 from ..likelihoods import Likelihood
-from ..priors import CirculantPrior, GaussianPrior
+from ..priors import GaussianPrior
 
 __all__ = ["LatentGaussianModel"]
 
@@ -226,7 +226,7 @@ class LatentGaussianModel:
                     f"the initial {name}={theta0[name]!r} has zero density under its hyperprior "
                     f"{hp.describe()}; start inside the support."
                 )
-        if isinstance(self.prior, CirculantPrior):
+        if self.prior.sized_for_range is not None:
             sized = np.asarray(self.prior.sized_for_range)
             for name, hp in self.hyperpriors.items():
                 if not name.startswith("range"):

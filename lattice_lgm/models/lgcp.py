@@ -59,6 +59,7 @@ from ..errors import (
 from ..hyperpriors import Hyperprior, Normal, PCPriorRange, PCPriorSD
 from ..lattice import Lattice
 from ..likelihoods import Poisson
+from ..priors import BACKENDS as PRIOR_BACKENDS
 from ..priors import CirculantPrior, DensePrior, GaussianPrior, GMRFPrior
 from ..threads import MEMORY_FRACTION, available_memory
 from .latent import BETA_PREFIX, LatentGaussianModel
@@ -75,13 +76,12 @@ SD0, SD_ALPHA = 2.0, 0.05
 INTERCEPT_SD, BETA_SD = 5.0, 1.0
 #: dense priors above this many cells need allow_dense=True (an O(N³) Cholesky per proposal)
 DENSE_MAX_CELLS = 4096
-BACKENDS = ("circulant", "gmrf", "dense")
+#: the field prior's backends (:data:`lattice_lgm.priors.BACKENDS`, one vocabulary)
+BACKENDS = tuple(PRIOR_BACKENDS)
 #: Matérn smoothness of the circulant and dense backends when ``nu`` is not given
 DEFAULT_NU = 1.5
 #: SPDE order of the gmrf backend when ``alpha`` is not given (ν = α − d/2: 1 in 2-D)
 DEFAULT_ALPHA = 2
-#: log-scale spread of overdispersed chain starts
-START_SPREAD = 0.3
 #: name of the intercept's coefficient when it sits in the Gaussian block
 INTERCEPT = "(intercept)"
 
@@ -210,17 +210,25 @@ class LGCP(LGCPReporting):
     outside : {"raise", "drop"}
         Points outside the window: an error naming them, or dropped with a warning.
     cross_check : bool
-        Fit minimum contrast and a Poisson GLM now (starting values and the cross-check).
+        Whether runs start their chains around the frequentist cross-check (minimum contrast
+        and a Poisson GLM, fitted by :func:`lattice_lgm.models.lgcp_start.prepare` when a run
+        or a summary needs them) rather than the priors' medians.
 
     Attributes
     ----------
     window, lattice, binned, counts, exposure, inside, design, model, prior, likelihood
     prior_spec : dict of str to Hyperprior
         The priors in force (``sd``, ``range``, ``mean``).
-    min_contrast, glm : fits or None
-        The cross-check (:attr:`start` derives from them).
-    start : dict
-        Starting hyperparameters and coefficients.
+    cross_check : bool
+
+    Notes
+    -----
+    The model is a description: building it fits nothing and draws nothing.  Its field prior
+    is built at the priors' medians (for the GMRF backend with a range prior that has no upper
+    bound, the lattice is padded for twice the median range).  The steps of a run — the
+    cross-check, the chains' starting values, the warm-started field — are in
+    :mod:`lattice_lgm.models.lgcp_start`; the default sweep is
+    :func:`lattice_lgm.samplers.default_sweep`.
 
     Examples
     --------
@@ -332,10 +340,8 @@ class LGCP(LGCPReporting):
         #: the field's Matérn smoothness (for the gmrf backend the one its SPDE order implies)
         #: and the gmrf backend's SPDE order (None for the others)
         self.nu, self.alpha = _smoothness(backend, nu, alpha, lattice.ndim)
-        self.min_contrast = self.glm = None
-        if cross_check:
-            self._cross_check()
-        self.start = self._start_values()
+        #: whether runs start from the frequentist cross-check (:mod:`.lgcp_start`)
+        self.cross_check = bool(cross_check)
         self.prior = self._field_prior(allow_dense)
         self.likelihood = Poisson(self.counts, exposure=np.where(self.inside, self.exposure, 1.0),
                                   mask=self.inside)
@@ -348,7 +354,9 @@ class LGCP(LGCPReporting):
         #: coefficient name -> its hyperparameter name, for ``coefficients="hyper"``
         self.hyper_coefficients: dict[str, str] = {}
         hyper = dict(self.prior_spec)
-        mean0 = self.start["mean"]
+        # the model's own hyperparameter values are the priors' medians (a run starts its
+        # chains elsewhere: lgcp_start); coefficients as hyperparameters at 0, their median
+        mean0 = float(self.prior_spec["mean"].ppf(0.5))
         hyper_cov: dict[str, np.ndarray] = {}
         if coefficients == "hyper":
             hyper_cov = dict(zip(names, cols, strict=True))
@@ -365,7 +373,7 @@ class LGCP(LGCPReporting):
             self.prior, self.likelihood, hyperpriors=hyper, mean=mean0,
             offset=self.offset, covariates=np.array(cols) if cols else None,
             beta_sd=np.array(sds) if sds else 1.0, hyper_covariates=hyper_cov,
-            hyper_init={BETA_PREFIX + n: self.start[BETA_PREFIX + n] for n in hyper_cov},
+            hyper_init={BETA_PREFIX + n: 0.0 for n in hyper_cov},
         )
 
     # -- construction steps -------------------------------------------------------------------
@@ -470,73 +478,22 @@ class LGCP(LGCPReporting):
             spec.update({BETA_PREFIX + n: Normal(0.0, self.beta_sd) for n in self.design.names})
         return spec
 
-    def _cross_check(self) -> None:
-        from ..spatialstats import min_contrast_lgcp, poisson_glm
-
-        self.fit_warnings: list[str] = []
-        X = None if self.design is None else np.nan_to_num(self.design.X, nan=0.0)
-        names = None if self.design is None else self.design.names
-        self.glm = poisson_glm(self.counts, self.exposure, X, mask=self.inside, names=names)
-        if self.lattice.ndim == 2 and self.n_points >= 10:
-            kw: dict[str, Any] = {}
-            if self.design is not None:
-                # spatstat's kppm(X ~ covariates, "LGCP"): the trend from the Poisson GLM, then
-                # (sd, range) from the *inhomogeneous* pcf, whose LGCP form is still
-                # exp(C_θ(r)) (Baddeley, Møller & Waagepetersen 2000; Waagepetersen 2007)
-                import xarray as xr
-
-                rho = np.exp(self.glm.intercept + X @ np.asarray(self.glm.coef, dtype=float))
-                kw = {"intensity": xr.DataArray(rho, dims=self.lattice.dims,
-                                                coords=self.lattice.coords()),
-                      "intensity_source": "the Poisson GLM of the covariates"}
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                self.min_contrast = min_contrast_lgcp(self.points, self.window.to_shapely(),
-                                                      nu=self.nu, **kw)
-            self.fit_warnings = [str(w.message) for w in caught]
-
-    def _start_values(self) -> dict[str, Any]:
-        sdp, rp = self.prior_spec["sd"], self.prior_spec["range"]
-        sd, rng = sdp.ppf(0.5), rp.ppf(0.5)
-        notes = []
-        if self.min_contrast is not None:
-            sd, rng = self.min_contrast.sd, self.min_contrast.range
-            lo_r, hi_r = rp.lower, rp.upper
-            if not lo_r < rng < hi_r:
-                clipped = float(np.clip(rng, lo_r + 1e-9 * (1 + abs(lo_r)), 0.9 * hi_r))
-                notes.append(f"minimum-contrast range {rng:.4g} outside the range prior's "
-                             f"support ({lo_r:.4g}, {hi_r:.4g}); starting at {clipped:.4g}")
-                rng = clipped
-        intercept = self.glm.intercept if self.glm is not None else math.log(
-            self.n_points / self.area)
-        coef = (np.zeros(0) if self.glm is None or self.design is None
-                else np.asarray(self.glm.coef, dtype=float))
-        # E exp(f) = exp(sd²/2): the GLM's intercept is the log mean intensity
-        out = {"sd": float(sd), "range": float(rng), "mean": float(intercept - sd * sd / 2),
-               "beta": coef, "notes": notes}
-        if "range_t" in self.prior_spec:
-            # no frequentist space-time fit here: the prior median (noted in describe())
-            out["range_t"] = float(self.prior_spec["range_t"].ppf(0.5))
-        if self.design is not None:
-            glm_coef = coef if len(coef) else np.zeros(self.design.p)
-            out.update({BETA_PREFIX + n: float(b)
-                        for n, b in zip(self.design.names, glm_coef, strict=True)})
-        return out
-
     def kernel(self, sd: float, range: float, range_t: float | None = None) -> Covariance:
         """The field's covariance at the given hyperparameters (circulant and dense backends).
 
         Matérn(ν) in 1-D and 2-D; in space-time the separable Matérn(ν) × Matérn(ν_t).
         """
         if self.lattice.ndim == 3:
-            rt = self.start["range_t"] if range_t is None else range_t
+            rt = float(self.prior_spec["range_t"].ppf(0.5)) if range_t is None else range_t
             return SpaceTime(Matern(self.nu, range=range), Matern(self.nu_t, range=rt),
                              sd=sd, range=range, range_t=rt)
         return Matern(self.nu, sd=sd, range=range)
 
     def _field_prior(self, allow_dense: bool) -> GaussianPrior:
-        lat, st = self.lattice, self.start
-        upper = self.prior_spec["range"].upper
+        lat, spec = self.lattice, self.prior_spec
+        # built at the priors' medians (a description; the chains set their own values)
+        st = {"sd": float(spec["sd"].ppf(0.5)), "range": float(spec["range"].ppf(0.5))}
+        upper = spec["range"].upper
         kernel = self.kernel(st["sd"], st["range"])
         if self.backend == "circulant":
             bounds = {"range": upper}
@@ -559,201 +516,9 @@ class LGCP(LGCPReporting):
                 f"per proposal; use 'circulant' or 'gmrf', or pass allow_dense=True.")
         return DensePrior.from_lattice(lat, kernel)
 
-    # -- running chains -----------------------------------------------------------------------
-    def chain_starts(self, rngs: list[np.random.Generator],
-                     spread: float = START_SPREAD) -> list[dict[str, float]]:
-        """Overdispersed starting hyperparameters, one mapping per chain.
-
-        Around the cross-check's values: ``sd`` and ``range`` multiplied by ``exp(spread · z)``
-        and the intercept (and hyperparameter coefficients) shifted by ``spread · z``
-        (``z ~ N(0, 1)`` from each chain's own stream), kept inside the priors' supports (values
-        that would leave it are redrawn, never clipped).  R-hat compares chains started apart,
-        so they must start apart.
-
-        Parameters
-        ----------
-        rngs : list of Generator, one per chain
-        spread : float
-            Log-scale spread (0 starts every chain at the cross-check's values).
-
-        Returns
-        -------
-        list of dict
-        """
-        out = []
-        for r in rngs:
-            theta = {}
-            for name in self.model.hyper_names:
-                hp, centre = self.prior_spec[name], self.start[name]
-                for _ in range(100):
-                    z = spread * r.standard_normal()
-                    additive = name in self.model.obs_params
-                    v = centre + z if additive else centre * math.exp(z)
-                    if hp.lower < v < hp.upper:
-                        break
-                else:  # pragma: no cover - only with an absurd spread
-                    v = centre
-                theta[name] = float(v)
-            out.append(theta)
-        return out
-
-    def default_method(self) -> str:
-        """The sampler :meth:`sampler` and ``sample()`` use by default, per backend.
-
-        ``"hmc"`` (joint HMC over hyperparameters, coefficients and the whitened field,
-        :class:`~lattice_lgm.samplers.JointHMC`) on the circulant and GMRF backends: on bei at
-        20 m it reached R-hat ≤ 1.01 (circulant: 83 s, GMRF: 46 s) where ``prior-white``,
-        ``asis`` and ``surr-site`` were still at R-hat 1.4–2.7 after 1000 sweeps
-        (benchmarks/results/mixing_lgcp.json).  ``"prior-white"`` on the dense backend, where
-        joint HMC is not built (the gradient in θ through a Cholesky factor).
-        """
-        return default_method_for(self.backend)
-
-    def sampler(self, representation: str = "auto", n_latent: int = 10, tune: int = 0,
-                **hyper: Any):
-        """The default sweep: joint HMC, or one hyperparameter move then ``n_latent`` ESS updates.
-
-        Parameters
-        ----------
-        representation : str
-            ``"auto"`` (:meth:`default_method`), ``"hmc"``
-            (:class:`lattice_lgm.samplers.JointHMC`, circulant and GMRF), ``"asis"``
-            (interweaving of the ``fixed`` and ``prior-white`` moves, Yu & Meng 2011; where
-            ``fixed`` exists: not for smooth kernels on the torus), or a
-            Murray–Adams representation of the hyperparameter move
-            (:func:`lattice_lgm.samplers.representations_for`).
-        n_latent : int
-            Elliptical slice updates of the field (and coefficients) per sweep (Gibbs only).
-        tune : int
-            Warm-up iterations in which an adaptive sweep (HMC) adapts; the run's ``tune``.
-        **hyper
-            Passed to :class:`lattice_lgm.samplers.HyperMove` (or to ``JointHMC`` for
-            ``"hmc"``).
-
-        Returns
-        -------
-        lattice_lgm.samplers.Gibbs or lattice_lgm.samplers.JointHMC
-        """
-        from ..samplers import EllipticalSlice, Gibbs, HyperMove, JointHMC
-
-        rep = self.default_method() if representation == "auto" else representation
-        if rep == "hmc":
-            return JointHMC(self.model, n_tune=tune, **hyper)
-        if rep == "asis":
-            # ancillarity–sufficiency interweaving (Yu & Meng 2011): θ | f (the sufficient,
-            # centred augmentation), then θ | ν with ν = W_θ⁻¹ f recomputed at the new θ (the
-            # ancillary, whitened one), then the field's updates
-            return Gibbs([HyperMove(self.model, "fixed", **hyper),
-                          HyperMove(self.model, "prior-white", **hyper)],
-                         EllipticalSlice(self.model), n_latent=n_latent)
-        return Gibbs(HyperMove(self.model, rep, **hyper),
-                     EllipticalSlice(self.model), n_latent=n_latent)
-
-    def init_state(self, rngs: list[np.random.Generator], chains: list[int] | None = None,
-                   spread: float = START_SPREAD, theta: list[dict[str, float]] | None = None,
-                   warm: bool = True):
-        """Chains started at :meth:`chain_starts` with a field that fits the data.
-
-        With ``warm`` (default) each chain's field starts at the posterior mode at its own
-        starting θ, then elliptical slice updates at fixed θ until the log-likelihood settles
-        (:func:`lattice_lgm.samplers.warm_start`; its report is kept in
-        :attr:`last_warm_start`); without, at an exact prior draw.
-
-        Parameters
-        ----------
-        rngs : list of Generator, one per chain
-        chains : list of int, optional
-        spread : float
-            Overdispersion of the starting hyperparameters (:meth:`chain_starts`).
-        theta : list of dict, optional
-            Starting hyperparameters per chain instead of :meth:`chain_starts`.
-        warm : bool
-
-        Returns
-        -------
-        lattice_lgm.samplers.LatentState
-        """
-        from ..samplers import init_state, warm_start
-
-        starts = (self.chain_starts(rngs, spread) if theta is None
-                  else [self.sampler_theta(t, f"initvals[{k}]") for k, t in enumerate(theta)])
-        if not warm:
-            self.last_warm_start = None
-            return init_state(self.model, rngs, chains=chains, theta=starts)
-        full = [dict(self.model.initial_theta(), **t) for t in starts]
-        state, report = warm_start(self.model, rngs, full, chains=chains)
-        self.last_warm_start = report
-        return state
-
-    def sampler_theta(self, values: Mapping[str, float], arg: str = "theta") -> dict[str, float]:
-        """Starting values named as the posterior names them, in the sampler's parameters.
-
-        ``intercept`` is on the covariates' original scale (as ``posterior.intercept``); the
-        sampler's intercept hyperparameter works on standardised columns, so it is shifted by
-        ``Σ_j β_j c_j / s_j`` with the starting coefficients ``β`` (those given, else the
-        Poisson GLM's).
-
-        Parameters
-        ----------
-        values : mapping of str to float
-            Any of ``sd``, ``range`` (``range_t``), ``intercept`` (unless
-            ``intercept="block"``) and ``beta_<covariate>`` (``coefficients="hyper"``).
-        arg : str
-            The argument's name in error messages.
-
-        Returns
-        -------
-        dict of str to float
-
-        Raises
-        ------
-        InvalidParameterError
-            An unknown name, a non-finite value or one outside its prior's support.
-        """
-        hyper = {k: hp for k, hp in self.model.hyperpriors.items() if k != "mean"}
-        names = [*hyper, *(["intercept"] if "mean" in self.model.hyperpriors else [])]
-        unknown = sorted(set(values) - set(names))
-        if unknown:
-            extra = (" (with intercept='block' the intercept starts inside the Gaussian "
-                     "block: drop it)" if "intercept" in unknown else "")
-            raise InvalidParameterError(
-                f"{arg} names {unknown}, which this model does not sample{extra}; give any of "
-                f"{names}.")
-        out: dict[str, float] = {}
-        for k, v in values.items():
-            x = float(v)
-            ok = math.isfinite(x) and (k == "intercept" or
-                                       bool(np.isfinite(hyper[k].logpdf(x))))
-            if not ok:
-                raise InvalidParameterError(
-                    f"{arg}[{k!r}]={v!r} is outside the support of its prior "
-                    f"({self.model.hyperpriors['mean' if k == 'intercept' else k]!r}); give a "
-                    "finite value the prior allows.")
-            out[k] = x
-        if "intercept" in out:
-            shift = 0.0
-            if self.design is not None:
-                b = np.array([out.get(BETA_PREFIX + n, self.start[BETA_PREFIX + n])
-                              for n in self.design.names])
-                shift = float(np.sum(b / self.design.scale * self.design.center))
-            out["mean"] = out.pop("intercept") + shift
-        return out
-
-    #: the report of the last warm start (:meth:`init_state`)
-    last_warm_start: Any = None
-
     def __repr__(self) -> str:
         return (f"LGCP({self.n_points} points, lattice {self.lattice.shape}, backend "
                 f"{self.backend!r})")
-
-
-#: the samplers beyond the Murray–Adams representations, and the backends each runs on
-METHODS = {"hmc": ("circulant", "gmrf"), "asis": ("circulant", "gmrf", "dense")}
-
-
-def default_method_for(backend: str) -> str:
-    """The default sampler of an LGCP on ``backend`` (see :meth:`LGCP.default_method`)."""
-    return "hmc" if backend in METHODS["hmc"] else "prior-white"
 
 
 def _smoothness(backend: str, nu: Any, alpha: Any, ndim: int) -> tuple[float, int | None]:

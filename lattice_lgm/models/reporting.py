@@ -153,7 +153,11 @@ class LGCPReporting:
         return np.asarray(icpt, dtype=float), beta
 
     def describe(self) -> str:
-        """Data, lattice, priors (stated the INLA way) and the frequentist cross-check."""
+        """Data, lattice and priors (stated the INLA way).
+
+        The cross-check and the chains' start are steps of a run, described by
+        ``lattice_lgm.models.lgcp_start.prepare(model).describe(model)``.
+        """
         lat, b = self.lattice, self.binned
         from ..analysis import measure_unit
 
@@ -180,8 +184,7 @@ class LGCPReporting:
             f"  range: {self.prior_spec['range'].describe()}",
             f"  sd:    {self.prior_spec['sd'].describe()}",
             *([f"  range_t ({self.time_units or 'time units'}): "
-               f"{self.prior_spec['range_t'].describe()}; start at its median "
-               f"{self.start['range_t']:.4g} (no frequentist space-time fit)"]
+               f"{self.prior_spec['range_t'].describe()}"]
               if "range_t" in self.prior_spec else []),
             f"  intercept (log points per {mu}"
             + (", at the covariates' centres" if self.design is not None else "")
@@ -194,20 +197,4 @@ class LGCPReporting:
             lines.append(f"  coefficients of {', '.join(self.design.names)} (standardised): "
                          f"Normal(0, {self.beta_sd:g}) {where}")
             lines.append("covariates: " + self.design.describe())
-        if self.min_contrast is not None:
-            lines.append("cross-check: " + self.min_contrast.describe())
-        for w in getattr(self, "fit_warnings", []):
-            lines.append(f"  warning: {w}")
-        if self.glm is not None:
-            lines.append(self.glm.describe())
-            if self.design is not None:
-                lines.append("(fitted on the standardised columns; the summary's cross_check "
-                             "column states it on the original scale)")
-        for n in self.start["notes"]:
-            lines.append(f"start: {n}")
-        h = min(lat.spacing)
-        lines.append(f"start: sd {self.start['sd']:.4g}, range {self.start['range']:.4g} {u} "
-                     f"(h/range = {h / self.start['range']:.3g}), intercept "
-                     f"{self.start['mean']:.4g}"
-                     + (" at the covariates' centres" if self.design is not None else ""))
         return "\n".join(lines)

@@ -9,9 +9,13 @@ GMRFPrior          the (padded) lattice                         O(N log N) (FFT/
 =================  ===========================================  ==============================
 """
 
-from .base import GaussianPrior, SurrogateConditional
+from .base import Capabilities, FourierPrior, GaussianPrior, SurrogateConditional, fourier
 from .circulant import CirculantPrior
 from .dense import DensePrior
 from .gmrf import GMRFPrior
 
-__all__ = ["CirculantPrior", "DensePrior", "GMRFPrior", "GaussianPrior", "SurrogateConditional"]
+#: the backends by name (the vocabulary of ``Capabilities.backend``, configs and LGCP)
+BACKENDS = {"circulant": CirculantPrior, "gmrf": GMRFPrior, "dense": DensePrior}
+
+__all__ = ["BACKENDS", "Capabilities", "CirculantPrior", "DensePrior", "FourierPrior",
+           "GMRFPrior", "GaussianPrior", "SurrogateConditional", "fourier"]

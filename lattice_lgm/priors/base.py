@@ -28,14 +28,15 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, cast
 
 import numpy as np
 
 from .._validation import chain_array, finite_array
-from ..errors import InvalidParameterError, ShapeMismatchError
+from ..errors import InvalidParameterError, ShapeMismatchError, UnsupportedOperationError
 
-__all__ = ["GaussianPrior", "SurrogateConditional", "as_rng"]
+__all__ = ["Capabilities", "FourierPrior", "GaussianPrior", "SurrogateConditional", "as_rng",
+           "fourier"]
 
 LOG_2PI = math.log(2.0 * math.pi)
 
@@ -78,6 +79,97 @@ class SurrogateConditional:
     whiten: Callable[[np.ndarray], np.ndarray]
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a prior backend does exactly, beyond the :class:`GaussianPrior` protocol.
+
+    The samplers ask a prior for its capabilities (``prior.capabilities``), never for its
+    class: a new backend states what it can do and gets every sampler path that needs only
+    that (issue 28, decision 97).
+
+    Attributes
+    ----------
+    backend : str
+        The name of the backend family: the vocabulary of
+        :data:`lattice_lgm.samplers.REPRESENTATIONS` and of configs (``"dense"``,
+        ``"circulant"``, ``"gmrf"``).  A new backend that states nothing is ``"generic"``:
+        the moves that need only the protocol (``fixed``, ``prior-white``, elliptical slice
+        sampling) and no cost projection.
+    fourier : bool
+        Diagonal in the discrete Fourier basis of its (torus) state: the operations of
+        :class:`FourierPrior` exist — white half-spectra, per-frequency surrogates
+        (``surr-scalar``), FFT-preconditioned mode finding.
+    white_transform : {"fft", "dct"} or None
+        The fast orthonormal transform of the whitened field that joint HMC differentiates
+        through (its θ-gradient needs the eigenvalues in a known basis); None: no joint HMC.
+    dense_factor : bool
+        Holds the Cholesky factor ``chol`` and covariance ``cov`` of the whole state: exact
+        marginal variances and the fused dense elliptical-slice kernel.
+    """
+
+    backend: str = "generic"
+    fourier: bool = False
+    white_transform: str | None = None
+    dense_factor: bool = False
+
+
+class FourierPrior(Protocol):
+    """The operations of a prior with ``capabilities.fourier`` (circulant embedding).
+
+    Unitary real half-spectra of the torus state: ``spectrum(f) = f̂/√M``; ``ζ`` white with
+    ``f̂ = √λ ζ``.  Get one with :func:`fourier`.
+    """
+
+    embedding_shape: tuple[int, ...]
+    sized_for_range: tuple[float, ...]
+    state_shape: tuple[int, ...]
+    state_size: int
+
+    @property
+    def half_shape(self) -> tuple[int, ...]: ...  # noqa: D102
+
+    @property
+    def half_weights(self) -> np.ndarray: ...  # noqa: D102
+
+    @property
+    def eigenvalues(self) -> np.ndarray: ...  # noqa: D102
+
+    @property
+    def planner_effort(self) -> str: ...  # noqa: D102
+
+    def spectrum(self, x: np.ndarray) -> np.ndarray: ...  # noqa: D102
+
+    def draw_spectrum(self, rng: np.random.Generator,  # noqa: D102
+                      out: np.ndarray | None = None) -> np.ndarray: ...
+
+    def colorize_spectrum(self, zeta: np.ndarray, out: np.ndarray | None = None, *,  # noqa: D102
+                          own_thread: bool = False) -> np.ndarray: ...
+
+    def colorize_with(self, zeta: np.ndarray,  # noqa: D102
+                      sqrt_eigenvalues: np.ndarray) -> np.ndarray: ...
+
+    def apply_spectral(self, x: np.ndarray,  # noqa: D102
+                       multiplier: np.ndarray) -> np.ndarray: ...
+
+    def surrogate_spectral(self, g: np.ndarray,  # noqa: D102
+                           precision_k: np.ndarray) -> SurrogateConditional: ...
+
+
+def fourier(prior: GaussianPrior) -> FourierPrior:
+    """``prior``'s Fourier operations (:class:`FourierPrior`), typed.
+
+    Raises
+    ------
+    UnsupportedOperationError
+        ``prior.capabilities.fourier`` is false.
+    """
+    if not prior.capabilities.fourier:
+        raise UnsupportedOperationError(
+            f"{type(prior).__name__} ({prior.capabilities.backend} backend) is not diagonal in "
+            "a Fourier basis; this operation needs a circulant (torus) prior.")
+    return cast(FourierPrior, prior)
+
+
 class GaussianPrior(ABC):
     """A zero-mean Gaussian prior N(0, K) over a lattice, exposed as an operator.
 
@@ -93,6 +185,14 @@ class GaussianPrior(ABC):
     shape: tuple[int, ...]
     state_shape: tuple[int, ...]
     white_shape: tuple[int, ...]
+    #: the upper bounds on the ranges (one per axis) the state was sized for, when it was (a
+    #: torus: a larger range would wrap around it, so it is refused); None: no such bound
+    sized_for_range: tuple[float, ...] | None = None
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this backend does exactly beyond the protocol (:class:`Capabilities`)."""
+        return Capabilities()
 
     # -- hooks ----------------------------------------------------------------------------------
     @abstractmethod

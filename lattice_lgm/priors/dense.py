@@ -37,7 +37,7 @@ from .._validation import finite_array
 from ..covariance import Covariance, _Distances
 from ..errors import InvalidCovarianceError, InvalidParameterError, NotPositiveDefiniteError
 from ..lattice import Lattice
-from .base import LOG_2PI, GaussianPrior, SurrogateConditional
+from .base import LOG_2PI, Capabilities, GaussianPrior, SurrogateConditional
 
 
 @numba.njit(cache=True, nogil=True, boundscheck=False, fastmath={"reassoc", "contract"})
@@ -154,6 +154,11 @@ class DensePrior(GaussianPrior):
 
     exact_on = "inputs"
     colorize_batch_exact = True  # _lower_matvecs: each element one compiled dot product
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Holds the Cholesky factor of the whole covariance."""
+        return Capabilities(backend="dense", dense_factor=True)
 
     def __init__(
         self,

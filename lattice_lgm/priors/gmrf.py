@@ -105,7 +105,7 @@ from ._spde import (
     grid_sum,
     kron_axis,
 )
-from .base import LOG_2PI, GaussianPrior, SurrogateConditional
+from .base import LOG_2PI, Capabilities, GaussianPrior, SurrogateConditional
 
 __all__ = ["GMRFPrior"]
 
@@ -1146,6 +1146,12 @@ class GMRFPrior(GaussianPrior):
         None for the other models (CAR, ICAR, random walks), which have no SPDE boundary.
         """
         return self._struct.boundary if self.model == "matern" else None
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Joint HMC's DCT transform where :attr:`spectral_neumann` holds."""
+        return Capabilities(backend="gmrf",
+                            white_transform="dct" if self.spectral_neumann else None)
 
     @property
     def spectral_neumann(self) -> bool:

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import threads
 from ..errors import ResourceLimitError
-from ..priors import CirculantPrior, DensePrior, GMRFPrior
+from ..priors import GaussianPrior
 from ..store import (
     KEEP_GENERATIONS,
     VarSpec,
@@ -89,12 +89,8 @@ SAMPLER_COST: dict[str, SamplerCost] = {
 
 
 def _backend_of(prior: Any) -> str | None:
-
-    for cls, name in ((CirculantPrior, "circulant"), (GMRFPrior, "gmrf"),
-                      (DensePrior, "dense")):
-        if isinstance(prior, cls):
-            return name
-    return None
+    """The backend's name (``Capabilities.backend``), or None for a model without a prior."""
+    return prior.capabilities.backend if isinstance(prior, GaussianPrior) else None
 
 
 def _sampler_projection(plan: Any) -> tuple[float, str, SamplerCost] | None:

@@ -16,6 +16,7 @@ module                 algorithm
 ``hmc``                joint HMC over (θ, β, whitened field) on circulant priors and spectral
                        Matérn-SPDE GMRFs (FFT / DCT-II gradients), with Stan's
                        windowed adaptation carried in the chain state
+``defaults``           the default sweep per prior backend (measured, decision 69)
 ``warmstart``          the field's posterior mode at fixed θ (Newton with the prior's own
                        solves) and the warm start of chains from it
 =====================  =========================================================================
@@ -23,6 +24,7 @@ module                 algorithm
 
 from . import hyper
 from ._latent import init_state, state_from_fields
+from .defaults import default_method_for, default_sweep
 from .ess import EllipticalSlice, NealMH
 from .gibbs import Gibbs, sweep_settings
 from .hmc import JointHMC
@@ -44,6 +46,8 @@ __all__ = [
     "SliceResult",
     "WarmStartReport",
     "chain_rngs",
+    "default_method_for",
+    "default_sweep",
     "field_mode",
     "hyper",
     "init_state",

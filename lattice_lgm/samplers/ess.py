@@ -37,8 +37,8 @@ from ..errors import InvalidParameterError, SamplerError
 from ..models.latent import LatentGaussianModel
 from ..priors import _fftw
 from ..priors._fft import CompiledBackward
-from ..priors.circulant import CirculantPrior
-from ..priors.dense import DensePrior, _lower_matvecs
+from ..priors.base import FourierPrior, fourier
+from ..priors.dense import _lower_matvecs
 from ..threads import chain_thread_init
 from . import _kernels
 from ._latent import base, flat, xbeta
@@ -554,24 +554,26 @@ class EllipticalSlice:
         if (self.model.n_beta != 0 or state.f.dtype != np.float64
                 or not state.f[0].flags.c_contiguous or state.n_chains > MAX_FUSED_CHAINS):
             return None
-        if isinstance(p0, DensePrior):
+        caps = p0.capabilities
+        if caps.dense_factor:
             ok = (all(p is p0 for p in state.priors) and state.white.dtype == np.float64
                   and state.f[0].size == state.white[0].size == p0.chol.shape[0])
             return "dense" if ok else None
-        if isinstance(p0, CirculantPrior):
+        if caps.fourier:
+            t0 = fourier(p0)
             ok = (_fftw.LIB is not None and state.white.dtype == np.complex128
-                  and p0._plans.planner_effort == "FFTW_ESTIMATE"
-                  and not _parallel_draw(state.n_chains, int(np.prod(p0.half_shape)))
-                  and all(isinstance(p, CirculantPrior)
-                          and p.embedding_shape == p0.embedding_shape
-                          and p._plans.planner_effort == "FFTW_ESTIMATE"
+                  and t0.planner_effort == "FFTW_ESTIMATE"
+                  and not _parallel_draw(state.n_chains, int(np.prod(t0.half_shape)))
+                  and all(p.capabilities.fourier
+                          and fourier(p).embedding_shape == t0.embedding_shape
+                          and fourier(p).planner_effort == "FFTW_ESTIMATE"
                           for p in state.priors)
-                  and tuple(state.f.shape[1:]) == tuple(p0.embedding_shape)
-                  and tuple(state.white.shape[1:]) == tuple(p0.half_shape))
+                  and tuple(state.f.shape[1:]) == tuple(t0.embedding_shape)
+                  and tuple(state.white.shape[1:]) == tuple(t0.half_shape))
             return "spectral" if ok else None
         return None
 
-    def _c2r(self, prior: CirculantPrior, n_chains: int) -> CompiledBackward:
+    def _c2r(self, prior: FourierPrior, n_chains: int) -> CompiledBackward:
         """The calling thread's compiled c2r transforms of ``prior``'s torus, one per chain.
 
         Made once per thread and chain count (a sampler may be stepped from several threads,

@@ -205,7 +205,7 @@ class JointHMC:
         :meth:`GMRFPrior.matern <lattice_lgm.priors.GMRFPrior.matern>` with the spectral
         engine and Neumann boundaries (DCT-II; the LGCP's ``gmrf`` backend).  Other priors
         (dense, CAR, CHOLMOD-solved or periodic GMRFs) raise: use the Murray–Adams moves or the
-        interweaving sweep (``LGCP.sampler("asis")``) there.
+        interweaving sweep (``default_sweep(model, "asis")``) there.
     n_tune : int
         Warm-up iterations during which the step size and the mass adapt (the run's ``tune``);
         0 uses ``step_size`` and unit masses as given.
@@ -1248,12 +1248,12 @@ class _DCTOps:
 
 def _field_ops(prior: Any) -> type[_TorusOps] | type[_DCTOps]:
     """The whitened field's operations for ``prior``, or an error naming what to use instead."""
-    if isinstance(prior, CirculantPrior):
-        return _TorusOps
-    if isinstance(prior, GMRFPrior) and prior.spectral_neumann:
-        return _DCTOps
+    # the backend says which transform diagonalises its whitened field (Capabilities)
+    ops = _FIELD_OPS.get(prior.capabilities.white_transform)
+    if ops is not None:
+        return ops
     what = type(prior).__name__
-    if isinstance(prior, GMRFPrior):
+    if prior.capabilities.backend == "gmrf":
         what = f"GMRFPrior.{prior.model} with solver={prior.solver!r}" + (
             f", boundary={prior.boundary!r}" if prior.boundary is not None else "")
     raise InvalidParameterError(
@@ -1261,7 +1261,13 @@ def _field_ops(prior: Any) -> type[_TorusOps] | type[_DCTOps]:
         f"CirculantPrior (FFT) or GMRFPrior.matern with solver='spectral' and "
         f"boundary='neumann' (DCT); the model's prior is {what}. Use one of those (LGCP's "
         "backends 'circulant' and 'gmrf' are), or the Murray–Adams moves "
-        "(LGCP.sampler('prior-white')) or the interweaving sweep ('asis') on this one.")
+        "(default_sweep(model, 'prior-white')) or the interweaving sweep ('asis') on this "
+        "one.")
+
+
+#: the whitened field's operations per ``Capabilities.white_transform``
+_FIELD_OPS: dict[str | None, type[_TorusOps] | type[_DCTOps]] = {"fft": _TorusOps,
+                                                                  "dct": _DCTOps}
 
 
 class _SpectrumTable:

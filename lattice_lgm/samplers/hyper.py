@@ -53,7 +53,7 @@ import numpy as np
 from .._validation import positive_float, positive_int
 from ..errors import InvalidParameterError, UnsupportedOperationError
 from ..models.latent import LatentGaussianModel
-from ..priors import CirculantPrior, DensePrior, GaussianPrior, GMRFPrior
+from ..priors import GaussianPrior, fourier
 from ._latent import loglik_at
 from .slice import slice_hyperrect, slice_univariate
 from .state import LatentState, stack_theta, white_ops
@@ -64,8 +64,8 @@ LOG_2PI = math.log(2.0 * math.pi)
 
 #: every representation name, and the backends each applies to
 REPRESENTATIONS = {
-    "fixed": ("dense", "gmrf", "circulant"),
-    "prior-white": ("dense", "gmrf", "circulant"),
+    "fixed": ("dense", "gmrf", "circulant", "generic"),
+    "prior-white": ("dense", "gmrf", "circulant", "generic"),
     "surr-site": ("dense", "gmrf"),
     "surr-taylor": ("dense", "gmrf"),
     "post-site": ("dense", "gmrf"),
@@ -78,17 +78,9 @@ REPRESENTATIONS = {
 SITE_FLOOR = 1e-12
 
 
-def _backend(prior: GaussianPrior) -> str:
-    if isinstance(prior, CirculantPrior):
-        return "circulant"
-    if isinstance(prior, GMRFPrior):
-        return "gmrf"
-    return "dense"
-
-
 def representations_for(prior: GaussianPrior) -> tuple[str, ...]:
     """The representation names available on ``prior``'s backend."""
-    b = _backend(prior)
+    b = prior.capabilities.backend
     out = tuple(k for k, v in REPRESENTATIONS.items() if b in v)
     kernel = getattr(prior, "kernel", None)
     if b == "circulant" and kernel is not None and kernel.smooth:
@@ -137,7 +129,7 @@ class _Context:
 
     def prior_var(self, prior: GaussianPrior) -> np.ndarray | float:
         """Prior marginal variance of ``f`` at the observed sites (see module doc for GMRF)."""
-        if isinstance(prior, DensePrior):
+        if prior.capabilities.dense_factor:
             return np.diag(prior.cov)[self.model.state_index] + prior.jitter
         sd = prior.params.get("sd")
         if sd is None:
@@ -282,7 +274,7 @@ class _SpectralScalar(_Prepared):
 
     def __init__(self, ctx: _Context, ch: _Chain, post: bool, rng: np.random.Generator) -> None:
         self.ctx, self.ch, self.post = ctx, ch, post
-        prior: CirculantPrior = ch.prior  # type: ignore[assignment]
+        prior = fourier(ch.prior)
         self.w = prior.half_weights
         zeta = ch.white[0]
         lam = prior.eigenvalues
@@ -449,7 +441,7 @@ class HyperMove:
             if nu is None:
                 kernel = getattr(model.prior, "kernel", None)
                 nu = getattr(kernel, "nu", None)
-                if nu is None and isinstance(model.prior, GMRFPrior):
+                if nu is None and model.prior.capabilities.backend == "gmrf":
                     nu = 2 - len(model.prior.shape) / 2  # SPDE α = 2: ν = α − d/2
             self._ridge = positive_float("nu", nu, "the Matérn smoothness of the ridge σ²/ℓ^{2ν}")
         self.name = f"{representation}/{method}"

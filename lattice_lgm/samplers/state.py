@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import InvalidParameterError, ShapeMismatchError
-from ..priors import CirculantPrior, GaussianPrior
+from ..priors import GaussianPrior, fourier
 
 __all__ = ["LatentState", "WhiteOps", "chain_rngs", "white_ops"]
 
@@ -101,15 +101,15 @@ class SpectralWhiteOps(WhiteOps):
     thread_safe_colorize = True  # with own_thread=True: per-thread single-threaded FFT plans
 
     def shape(self, prior: GaussianPrior) -> tuple[int, ...]:
-        return prior.half_shape  # type: ignore[attr-defined]
+        return fourier(prior).half_shape
 
     def draw(self, prior: GaussianPrior, rng: np.random.Generator,
              out: np.ndarray | None = None) -> np.ndarray:
-        return prior.draw_spectrum(rng, out=out)  # type: ignore[attr-defined]
+        return fourier(prior).draw_spectrum(rng, out=out)
 
     def colorize(self, prior: GaussianPrior, w: np.ndarray,
                  out: np.ndarray | None = None, *, own_thread: bool = False) -> np.ndarray:
-        return prior.colorize_spectrum(w, out=out, own_thread=own_thread)  # type: ignore[attr-defined]
+        return fourier(prior).colorize_spectrum(w, out=out, own_thread=own_thread)
 
     def whiten(self, prior: GaussianPrior, f: np.ndarray,
                rng: np.random.Generator | None = None) -> np.ndarray:
@@ -118,19 +118,20 @@ class SpectralWhiteOps(WhiteOps):
         Bins with ``λ = 0`` do not affect ``f``; they are drawn from their prior (their exact
         conditional given ``f``) from ``rng``, or set to 0 without one.
         """
-        lam = prior.eigenvalues  # type: ignore[attr-defined]
+        torus = fourier(prior)
+        lam = torus.eigenvalues
         pos = lam > 0
-        zeta = prior.spectrum(f) * np.where(pos, 1.0 / np.sqrt(np.where(pos, lam, 1.0)), 0.0)  # type: ignore[attr-defined]
+        zeta = torus.spectrum(f) * np.where(pos, 1.0 / np.sqrt(np.where(pos, lam, 1.0)), 0.0)
         if rng is not None and not pos.all():
             for i in range(len(zeta)):
-                fresh = prior.draw_spectrum(rng)  # type: ignore[attr-defined]
+                fresh = torus.draw_spectrum(rng)
                 zeta[i][~pos] = fresh[~pos]
         return zeta
 
 
 def white_ops(prior: GaussianPrior) -> WhiteOps:
     """The white representation the samplers use for ``prior``'s backend."""
-    return SpectralWhiteOps() if isinstance(prior, CirculantPrior) else WhiteOps()
+    return SpectralWhiteOps() if prior.capabilities.fourier else WhiteOps()
 
 
 class LatentState(NamedTuple):

@@ -42,7 +42,8 @@ import numpy as np
 from .._validation import positive_int
 from ..errors import InvalidParameterError, SamplerError
 from ..models.latent import LatentGaussianModel
-from ..priors import CirculantPrior, GaussianPrior
+from ..priors import GaussianPrior
+from ..priors.base import FourierPrior, fourier
 from ..threads import chain_thread_init, chain_threads
 from ._latent import loglik_at, state_from_fields
 from .state import LatentState
@@ -128,7 +129,7 @@ class WarmStartReport:
 
 
 # -- linear algebra: (K⁻¹ + D)⁻¹ D G per right-hand side -------------------------------------------
-def _pcg_torus(prior: CirculantPrior, d: np.ndarray, rhs: np.ndarray, tol: float,
+def _pcg_torus(prior: FourierPrior, d: np.ndarray, rhs: np.ndarray, tol: float,
                max_iter: int, x0: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """Solve ``(I + W D W) x = rhs`` for each row of ``rhs`` (n, *state) by PCG.
 
@@ -176,13 +177,14 @@ def _posterior_means(prior: GaussianPrior, d_state: np.ndarray, g: np.ndarray, t
 
     ``warm`` carries the previous Newton step's CG solution (its starting point now).
     """
-    if isinstance(prior, CirculantPrior):
-        sq = np.sqrt(prior.eigenvalues)
+    if prior.capabilities.fourier:
+        torus = fourier(prior)
+        sq = np.sqrt(torus.eigenvalues)
         # (K⁻¹ + D)⁻¹ D = W (I + W D W)⁻¹ W D: defined with the pseudo-inverse when λ has zeros
-        rhs = prior.apply_spectral(d_state * g, sq)
-        x, n = _pcg_torus(prior, d_state, rhs, tol, max_cg, warm.get("x"))
+        rhs = torus.apply_spectral(d_state * g, sq)
+        x, n = _pcg_torus(torus, d_state, rhs, tol, max_cg, warm.get("x"))
         warm["x"] = x
-        return prior.apply_spectral(x, sq), n
+        return torus.apply_spectral(x, sq), n
     return prior.surrogate(g, d_state).mean, 0
 
 
@@ -317,13 +319,14 @@ def _laplace_perturb(model: LatentGaussianModel, theta: Mapping[str, float], mod
     ``surr-scalar``).
     """
     prior = model.prior_for(dict(model.initial_theta(), **theta), model.prior)
-    if isinstance(prior, CirculantPrior):
+    if prior.capabilities.fourier:
+        torus = fourier(prior)
         # the mean curvature over the observed sites (the noise matters where the data are;
         # the torus mean would dilute it by the padding and over-perturb the window)
         pbar = float(mode.curvature.mean())
-        lam = prior.eigenvalues
-        xi = prior.draw_spectrum(rng)[None]
-        eps = prior.colorize_with(xi, np.sqrt(lam / (1.0 + pbar * lam)))
+        lam = torus.eigenvalues
+        xi = torus.draw_spectrum(rng)[None]
+        eps = torus.colorize_with(xi, np.sqrt(lam / (1.0 + pbar * lam)))
         return mode.f + eps
     d = np.zeros(prior.state_size)
     d[model.state_index] = mode.curvature
@@ -400,7 +403,7 @@ def warm_start(model: LatentGaussianModel, rngs: Sequence[np.random.Generator],
     # chains are independent (no shared random numbers), so on the torus they run in threads
     # (each with its own FFT plans, CirculantPrior._fft); the same numbers in any thread
     k = chain_threads(n, threads)
-    if k > 1 and isinstance(model.prior, CirculantPrior):
+    if k > 1 and model.prior.capabilities.fourier:
         with ThreadPoolExecutor(max_workers=k, thread_name_prefix="lattice-warm",
                                 initializer=chain_thread_init) as pool:
             started = list(pool.map(start, range(n)))

@@ -12,7 +12,10 @@ import xarray as xr
 from lattice_lgm import LGCP, Lattice, analysis
 from lattice_lgm.errors import InvalidParameterError, ShapeMismatchError, UnsupportedOperationError
 from lattice_lgm.hyperpriors import LogNormal, PCPriorRange
-from lattice_lgm.samplers import chain_rngs
+from lattice_lgm.models import lgcp_start
+from lattice_lgm.models.lgcp_start import chain_starts, initial_state, prepare
+from lattice_lgm.reports import describe_run
+from lattice_lgm.samplers import chain_rngs, default_sweep
 
 #: family-wise false-failure rate of this module per run, summed by conftest.py
 #: (two 4-SE checks at 6e-5 (predictive totals, the prior's P(sd > 2)))
@@ -53,35 +56,65 @@ def test_binning_exposure_and_default_priors(model):
     assert model.prior.sized_for_range == (50.0, 50.0)
     text = model.describe()
     for s in ("P(range < 10) = 0.05 before truncation to range ≤ 50 (0.0910282 after)",
-              "P(sd > 2) = 0.05", "Minimum-contrast", "Poisson GLM", "m²"):
+              "P(sd > 2) = 0.05", "m²"):
         assert s in text, s
+    # the model is a description: the cross-check is a step of a run (lgcp_start), described
+    # beside it by the CLI
+    assert "Minimum-contrast" not in text and "start:" not in text
+    run = describe_run(model)
+    for s in ("Minimum-contrast", "Poisson GLM", "start: sd"):
+        assert s in run, s
 
 
 def test_start_values_come_from_the_cross_check(model):
-    assert model.min_contrast is not None and model.glm is not None
-    st = model.start
-    assert st["mean"] == pytest.approx(model.glm.intercept - st["sd"] ** 2 / 2)
-    np.testing.assert_array_equal(st["beta"], model.glm.coef)
+    prep = prepare(model)
+    check, st = prep.check, prep.start.theta
+    assert check.min_contrast is not None and check.glm is not None
+    assert st["mean"] == pytest.approx(check.glm.intercept - st["sd"] ** 2 / 2)
+    np.testing.assert_array_equal(prep.start.beta, check.glm.coef)
+    assert st["sd"] == check.min_contrast.sd
+    if st["range"] != check.min_contrast.range:  # moved inside the prior's support, said so
+        assert "outside the range prior's support" in prep.start.notes[0]
     lo, hi = model.prior_spec["range"].lower, model.prior_spec["range"].upper
     assert lo < st["range"] < hi
+    # fitted once per model: the run, its description and the summary share it
+    assert prepare(model) is prep
     # with covariates, minimum contrast fits the inhomogeneous pcf with the GLM's trend
-    mc = model.min_contrast
+    mc = check.min_contrast
     assert mc.inhomogeneous and "Poisson GLM" in mc.intensity_source
     plain = LGCP(_pattern(), (0, 100, 0, 100), cell_size=6.25, units="m")
-    assert not plain.min_contrast.inhomogeneous
+    assert not prepare(plain).check.min_contrast.inhomogeneous
+
+
+def test_the_model_is_a_description():
+    """Building an LGCP fits nothing: its own hyperparameters are the priors' medians."""
+    m = LGCP(_pattern(), (0, 100, 0, 100), cell_size=12.5)
+    spec = m.prior_spec
+    theta0 = m.model.initial_theta()
+    assert theta0["sd"] == pytest.approx(float(spec["sd"].ppf(0.5)))
+    assert theta0["range"] == pytest.approx(float(spec["range"].ppf(0.5)))
+    assert theta0["mean"] == pytest.approx(float(spec["mean"].ppf(0.5)))
+    assert m not in lgcp_start._PREPARED  # no fit until a step asks for one
+    # without the cross-check the chains' centre is the priors' medians and log(n/|W|)
+    off = prepare(LGCP(_pattern(), (0, 100, 0, 100), cell_size=12.5, cross_check=False))
+    assert off.check is None
+    assert off.start.theta["sd"] == pytest.approx(float(spec["sd"].ppf(0.5)))
+    assert off.start.theta["mean"] == pytest.approx(
+        math.log(300 / 1e4) - off.start.theta["sd"] ** 2 / 2)
 
 
 def test_chain_starts_are_overdispersed_inside_the_supports_and_reproducible(model):
-    a = model.chain_starts(chain_rngs(5, 8))
-    b = model.chain_starts(chain_rngs(5, 8))
+    start = prepare(model).start
+    a = chain_starts(model, start, chain_rngs(5, 8))
+    b = chain_starts(model, start, chain_rngs(5, 8))
     assert a == b
     for name in ("sd", "range", "mean"):
         vals = np.array([t[name] for t in a])
         hp = model.prior_spec[name]
         assert np.all((vals > hp.lower) & (vals < hp.upper))
         assert np.ptp(vals) > 0  # chains start apart
-    zero = model.chain_starts(chain_rngs(5, 2), spread=0.0)
-    assert zero[0]["sd"] == model.start["sd"] and zero[1]["range"] == model.start["range"]
+    zero = chain_starts(model, start, chain_rngs(5, 2), spread=0.0)
+    assert zero[0]["sd"] == start.theta["sd"] and zero[1]["range"] == start.theta["range"]
 
 
 def test_refusals():
@@ -133,7 +166,7 @@ def test_other_backends_and_user_priors_build():
     d = LGCP(xy, (0, 100, 0, 100), cell_size=10.0, backend="dense",
              range_prior=LogNormal(math.log(20.0), 0.5, upper=60.0), cross_check=False)
     assert d.prior_spec["range"].upper == 60.0
-    assert d.min_contrast is None and d.glm is None
+    assert prepare(d).check is None
 
 
 # -- analysis -------------------------------------------------------------------------------------
@@ -204,8 +237,8 @@ def test_resolution_check_warns_for_coarse_grids(model):
 
 def test_a_short_run_gives_a_posterior_in_the_documented_layout(model):
     rngs = chain_rngs(3, 2)
-    state = model.init_state(rngs)
-    sweep = model.sampler(n_latent=2)
+    state = initial_state(model, rngs)[0]
+    sweep = default_sweep(model.model, n_latent=2)
     states = []
     for _ in range(3):
         state, _ = sweep.step(state, rngs)
@@ -398,8 +431,8 @@ def test_bei_builds_with_its_covariates():
     assert m.exposure.sum() == pytest.approx(5e5)
     # the slope covariate raises intensity
     # (the known association; mean grad at trees 0.102 vs 0.082 over the plot, data/README.md)
-    _, b = m.reported_coefficients(m.glm.coef, m.glm.intercept)
-    assert b[1] > 0 and m.glm.coef[1] / m.glm.se[2] > 10
+    _, b = m.reported_coefficients(prepare(m).check.glm.coef, prepare(m).check.glm.intercept)
+    assert b[1] > 0 and prepare(m).check.glm.coef[1] / prepare(m).check.glm.se[2] > 10
     text = m.describe()
     assert "3604 points" in text and "elev" in text and "grad" in text
 
@@ -426,8 +459,8 @@ def test_intercept_in_the_gaussian_block(model):
     with pytest.raises(ShapeMismatchError, match="coef"):
         m.reported_coefficients(b_std[..., None])
     rngs = chain_rngs(4, 2)
-    state = m.init_state(rngs)
-    state, _ = m.sampler(n_latent=2).step(state, rngs)
+    state = initial_state(m, rngs)[0]
+    state, _ = default_sweep(m.model, n_latent=2).step(state, rngs)
     assert state.beta.shape == (2, 2)
     with pytest.raises(InvalidParameterError, match="intercept"):
         LGCP(_pattern(), (0, 100, 0, 100), cell_size=10.0, intercept="free")
@@ -455,7 +488,7 @@ def test_summary_table_diagnostics_and_notes(model):
     np.testing.assert_allclose(df.loc["z", "mean"], post["beta"].values[..., 0].mean())
     np.testing.assert_allclose(df.loc["intercept", "97.5%"],
                                np.quantile(post["intercept"].values, 0.975))
-    assert df.loc["sd", "cross_check"] == model.min_contrast.sd
+    assert df.loc["sd", "cross_check"] == prepare(model).check.min_contrast.sd
     assert np.isfinite(df["r_hat"]).all() and (df["ess_bulk"] > 0).all()
     # independent draws: R-hat near 1, no convergence note; chains shifted apart: the note
     assert not any("not converged" in n for n in df.attrs["notes"])
@@ -491,11 +524,12 @@ def test_one_dimensional_lgcp_on_the_coal_mining_disasters():
     assert m.binned.n_duplicates == 1
     assert m.lattice.dims == ("x",) and m.n_points == 191
     assert m.exposure.sum() == pytest.approx(40549.0)  # the last bin is partly outside
-    assert m.min_contrast is None and m.glm is not None  # min contrast is 2-D only
+    check = prepare(m).check
+    assert check.min_contrast is None and check.glm is not None  # min contrast is 2-D only
     assert m.prior_spec["range"].ndim == 1
     rngs = chain_rngs(2, 2)
-    state = m.init_state(rngs)
-    state, _ = m.sampler(n_latent=2).step(state, rngs)
+    state = initial_state(m, rngs)[0]
+    state, _ = default_sweep(m.model, n_latent=2).step(state, rngs)
     post = analysis.posterior_dataset(m, [state])
     assert analysis.intensity(m, post).dims == ("chain", "draw", "x")
     assert analysis.intensity(m, post).attrs["units"] == "points per d"
@@ -512,7 +546,7 @@ def test_coefficients_as_hyperparameters(model):
     assert m.model.n_beta == 0 and m.coef_names == ["z"]
     assert m.hyper_coefficients == {"z": "beta_z"}
     assert m.prior_spec["beta_z"].sd == 1.0
-    assert m.start["beta_z"] == pytest.approx(float(m.glm.coef[0]))
+    assert prepare(m).start.theta["beta_z"] == pytest.approx(float(prepare(m).check.glm.coef[0]))
     assert "as hyperparameters" in m.describe()
     # η at the observed cells: mean + beta_z · z (standardised) + offset, exactly
     theta = {"sd": 1.0, "range": 20.0, "mean": -3.0, "beta_z": 0.4}
@@ -524,9 +558,9 @@ def test_coefficients_as_hyperparameters(model):
                                analysis.log_intensity(model, post).values, rtol=1e-12)
     # a short run: beta_z moves, and lands in ``beta`` (covariate z), not as its own variable
     rngs = chain_rngs(8, 2)
-    state = m.init_state(rngs)
+    state = initial_state(m, rngs)[0]
     b0 = state.theta["beta_z"].copy()
-    sweep = m.sampler(n_latent=2)
+    sweep = default_sweep(m.model, n_latent=2)
     states = []
     for _ in range(3):
         state, _ = sweep.step(state, rngs)

@@ -9,7 +9,8 @@ import pytest
 
 from lattice_lgm import LGCP, analysis
 from lattice_lgm.covariance import Matern
-from lattice_lgm.samplers import chain_rngs
+from lattice_lgm.models.lgcp_start import initial_state
+from lattice_lgm.samplers import chain_rngs, default_sweep
 from lattice_lgm.simulate import simulate_lgcp
 
 #: family-wise false-failure rate of this module per run, summed by conftest.py
@@ -44,8 +45,8 @@ def test_simulated_lgcps_are_recovered_at_the_stated_coverage():
         m = LGCP(pts, (0, side, 0, side), cell_size=h)
         assert m.lattice.shape == lat.shape
         rngs = chain_rngs(rep, 4)
-        state = m.init_state(rngs)
-        sweep = m.sampler()
+        state = initial_state(m, rngs)[0]
+        sweep = default_sweep(m.model)
         states = []
         for k in range(600):
             state, _ = sweep.step(state, rngs)

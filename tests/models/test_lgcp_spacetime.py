@@ -19,8 +19,16 @@ from lattice_lgm.errors import InvalidParameterError, UnsupportedOperationError
 from lattice_lgm.hyperpriors import LogNormal
 from lattice_lgm.likelihoods import Gaussian
 from lattice_lgm.models import LatentGaussianModel
+from lattice_lgm.models.lgcp_start import initial_state, prepare
 from lattice_lgm.priors import CirculantPrior, DensePrior
-from lattice_lgm.samplers import EllipticalSlice, Gibbs, HyperMove, chain_rngs, state_from_fields
+from lattice_lgm.samplers import (
+    EllipticalSlice,
+    Gibbs,
+    HyperMove,
+    chain_rngs,
+    default_sweep,
+    state_from_fields,
+)
 from tests.samplers.cases import conditional_draws, log_marginal
 
 #: family-wise false-failure rate of this module per run (module docstring); summed by conftest.py
@@ -94,15 +102,15 @@ def test_space_time_lgcp_builds_runs_and_reports():
     assert m.model.hyper_names == ("sd", "range", "mean", "range_t")
     assert m.prior.sized_for_range == (10.0, 50.0, 50.0)  # (T/2, L/2, L/2)
     assert m.prior_spec["range_t"].upper == 10.0
-    assert m.start["range_t"] == pytest.approx(m.prior_spec["range_t"].ppf(0.5))
+    assert prepare(m).start.theta["range_t"] == pytest.approx(m.prior_spec["range_t"].ppf(0.5))
     text = m.describe()
     assert "range_t (day)" in text and "over 20 day" in text and "2 day × 12.5 × 12.5 m" in text
     # exposure: area × time step, the same in every time slice
     np.testing.assert_allclose(m.exposure, 12.5 * 12.5 * 2.0)
     assert m.counts.sum() == 300
     rngs = chain_rngs(2, 2)
-    state = m.init_state(rngs)
-    sweep = m.sampler(n_latent=2)
+    state = initial_state(m, rngs)[0]
+    sweep = default_sweep(m.model, n_latent=2)
     states = []
     for _ in range(3):
         state, _ = sweep.step(state, rngs)

@@ -16,6 +16,7 @@ import pytest
 import xarray as xr
 
 from lattice_lgm.errors import InvalidParameterError, LatticeLGMError
+from lattice_lgm.models.lgcp_start import prepare
 from lattice_lgm.runs import ResourceLimitError, sample
 from lattice_lgm.store import (
     CHECKPOINT_DIR,
@@ -642,7 +643,7 @@ def test_initvals_start_the_chains_where_asked(model):
     # the intercept is named and scaled as the posterior reports it: on the covariate's
     # original scale at the starting (GLM) coefficient; the block's coefficient then moves,
     # the sampler's own intercept parameter stays
-    b0 = model.start["beta_z"] / d.scale[0]
+    b0 = prepare(model).start.theta["beta_z"] / d.scale[0]
     own = post["intercept"].values + post["beta"].values[..., 0] * d.center[0]
     for c, st in enumerate(starts):
         for k in ("sd", "range"):

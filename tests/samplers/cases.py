@@ -186,11 +186,12 @@ def lgcp_draws(model, seed: int, tune: int, draws: int, names=("sd", "range"),
     The model's warm start, then ``tune`` warm-up and ``draws`` kept iterations, chains
     seeded from ``seed`` (the slow tier's fits: coverage and agreement).
     """
-    from lattice_lgm.samplers import chain_rngs
+    from lattice_lgm.models.lgcp_start import initial_state
+    from lattice_lgm.samplers import chain_rngs, default_sweep
 
     rngs = chain_rngs(seed, 4)
-    state = model.init_state(rngs)
-    sweep = model.sampler(method, tune=tune)
+    state = initial_state(model, rngs)[0]
+    sweep = default_sweep(model.model, method, tune=tune)
     out: dict[str, list] = {k: [] for k in names}
     for i in range(tune + draws):
         state, _ = sweep.step(state, rngs)

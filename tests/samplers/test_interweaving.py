@@ -14,7 +14,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from lattice_lgm.samplers import EllipticalSlice, Gibbs, HyperMove, chain_rngs, state_from_fields
+from lattice_lgm.samplers import (
+    EllipticalSlice,
+    Gibbs,
+    HyperMove,
+    chain_rngs,
+    default_method_for,
+    default_sweep,
+    state_from_fields,
+)
 from lattice_lgm.samplers import hyper as hyper_mod
 
 from .cases import HAS_CHOLMOD, Grid2D, conditional_draws, gaussian_model
@@ -81,11 +89,11 @@ def test_lgcp_sampler_builds_the_interweaving_sweep():
     rng = np.random.default_rng(0)
     pts = rng.uniform(0, 100, size=(200, 2))
     m = LGCP(pts, (0, 100, 0, 100), cell_size=10.0, backend="dense")
-    sw = m.sampler("asis")
+    sw = default_sweep(m.model, "asis")
     assert [h.representation for h in sw.hyper] == ["fixed", "prior-white"]
-    assert m.default_method() == "prior-white"
+    assert default_method_for(m.backend) == "prior-white"
     # a smooth kernel on the torus (Matérn ν > 5) has no fixed-f move, so no interweaving
     from lattice_lgm.errors import InvalidParameterError
 
     with pytest.raises(InvalidParameterError, match="'fixed' is not available"):
-        LGCP(pts, (0, 100, 0, 100), cell_size=10.0, nu=6.0).sampler("asis")
+        default_sweep(LGCP(pts, (0, 100, 0, 100), cell_size=10.0, nu=6.0).model, "asis")
