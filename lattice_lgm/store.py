@@ -10,7 +10,9 @@ Layout (DESIGN §6).  One group per ArviZ group, each array with ``dimension_nam
                                  every draw
       posterior_fields/          f (chain, draw, *dims) when thin_fields > 1; its ``draw``
                                  coordinate names the posterior draws it belongs to
-      sample_stats/              loglik, n_loglik, n_cov, accepted (chain, draw)
+      sample_stats/              loglik, n_loglik, n_cov, accepted (chain, draw), and the
+                                 sweep's own under ArviZ's names (joint HMC: acceptance_rate,
+                                 step_size, n_steps, diverging)
       summaries/                 online (Welford) means/variances of intensity and relative
                                  risk and exceedance counts, per chain, over every stored draw
       observed_data/             counts on the lattice
@@ -205,8 +207,9 @@ class VarSpec:
         return tuple(out)
 
     def fill(self) -> Any:
-        """Placeholder of unwritten entries: NaN (floats) or -1 (integers)."""
-        return np.nan if np.dtype(self.dtype).kind == "f" else -1
+        """Placeholder of unwritten entries: NaN (floats), -1 (integers) or False (bool)."""
+        kind = np.dtype(self.dtype).kind
+        return np.nan if kind == "f" else False if kind == "b" else -1
 
 
 @contextlib.contextmanager

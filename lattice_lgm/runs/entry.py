@@ -152,11 +152,12 @@ def sample(
     xarray.DataTree
         Groups ``posterior`` (hyperparameters (chain, draw), ``beta`` (chain, draw, covariate),
         ``f`` (chain, draw, *lattice dims) float32), ``sample_stats`` (``loglik``, ``n_loglik``,
-        ``n_cov``, ``accepted``), ``summaries`` (per-chain online means and variances —
-        LGCP: of intensity and relative risk, with exceedance counts; other models: of
-        ``f`` — and ``n_draws``), ``observed_data`` (LGCP: counts; else ``data``),
-        ``constant_data``; ``posterior_fields`` / ``warmup_*`` as described above.  Backed by
-        the store when ``store`` is given.
+        ``n_cov``, ``accepted`` and the sweep's own under ArviZ's names: joint HMC's
+        ``acceptance_rate``, ``step_size``, ``n_steps``, ``diverging``), ``summaries``
+        (per-chain online means and variances — LGCP: of intensity and relative risk, with
+        exceedance counts; other models: of ``f`` — and ``n_draws``), ``observed_data``
+        (LGCP: counts; else ``data``), ``constant_data``; ``posterior_fields`` / ``warmup_*``
+        as described above.  Backed by the store when ``store`` is given.
 
     Raises
     ------

@@ -15,7 +15,7 @@ from ..samplers.state import LatentState
 from ..store import (
     library_versions,
 )
-from .plan import GROUPS, PHASES, STATS, _Plan
+from .plan import GROUPS, PHASES, _Plan
 from .progress import _Progress
 from .sinks import Sink
 
@@ -104,6 +104,8 @@ class _Runner:
                         "n_loglik": np.asarray(info.get("n_loglik", np.zeros(n)), np.int64),
                         "n_cov": np.asarray(info.get("n_cov", np.zeros(n)), np.int64),
                         "accepted": np.broadcast_to(np.asarray(acc, np.int64), (n,)).copy()}
+        for name, key, dt in self.plan.extra_stats:
+            rec["stats"][name] = np.broadcast_to(np.asarray(info[key]).astype(dt), (n,)).copy()
         return rec
 
     # -- buffers ---------------------------------------------------------------------------------
@@ -119,8 +121,11 @@ class _Runner:
             self.sink.write(post, name, ch, sl, np.stack([r["scalars"][name] for r in buf], 1))
         if buf[0]["beta"] is not None:
             self.sink.write(post, "beta", ch, sl, np.stack([r["beta"] for r in buf], 1))
-        for name, _ in STATS:
-            self.sink.write(stats, name, ch, sl, np.stack([r["stats"][name] for r in buf], 1))
+        have = self.sink.names(stats)  # a store of an older version lacks the sweep's own
+        for name, _ in plan.stats:
+            if name in have:
+                self.sink.write(stats, name, ch, sl,
+                                np.stack([r["stats"][name] for r in buf], 1))
         if plan.thin_fields == 1:
             self.sink.write(post, "f", ch, sl, np.stack([r["f"] for r in buf], 1))
         elif plan.thin_fields > 1:
@@ -138,7 +143,8 @@ class _Runner:
         names = self._scalar_names
         sc = {n: self.sink.read(post, n, ch, sl) for n in names}
         beta = self.sink.read(post, "beta", ch, sl) if self.view.coef_names else None
-        st = {n: self.sink.read(stats, n, ch, sl) for n, _ in STATS}
+        have = self.sink.names(stats)
+        st = {n: self.sink.read(stats, n, ch, sl) for n, _ in plan.stats if n in have}
         f = None
         if plan.thin_fields == 1:
             f = self.sink.read(post, "f", ch, sl)

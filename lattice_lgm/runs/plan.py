@@ -24,7 +24,27 @@ LOG_INTERVAL = 30.0
 PHASES = ("warmup", "posterior")
 #: per phase: (draws, thinned fields, sample stats) groups — the store's own table
 GROUPS = PHASE_GROUPS
+#: the sample stats of every run, (name, dtype): the log-likelihood of the draw and our cost
+#: counters (likelihood evaluations, covariance builds, accepted M–H proposals), for which
+#: ArviZ has no convention; a sweep adds ArviZ-named ones (:func:`sweep_stats`, decision 99)
 STATS = (("loglik", "f8"), ("n_loglik", "i8"), ("n_cov", "i8"), ("accepted", "i8"))
+
+
+def sweep_stats(sweep: Any) -> tuple[tuple[str, str, str], ...]:
+    """The sample stats ``sweep`` adds: ``(name, key of its step's info, dtype)``.
+
+    A sweep states them as ``sample_stats`` (e.g. joint HMC: ArviZ's ``acceptance_rate``,
+    ``step_size``, ``n_steps`` and ``diverging``, which ArviZ's plots and summaries read).
+    """
+    out = tuple(getattr(sweep, "sample_stats", ()))
+    base = {n for n, _ in STATS}
+    for entry in out:
+        if (not isinstance(entry, tuple) or len(entry) != 3 or entry[0] in base
+                or np.dtype(entry[2]).kind not in "biuf"):
+            raise InvalidParameterError(
+                f"{type(sweep).__name__}.sample_stats has {entry!r}; give (name, info key, "
+                f"numeric or bool dtype) tuples whose names differ from {sorted(base)}.")
+    return out
 
 
 def _nonneg_int(name: str, v: Any, hint: str) -> int:
@@ -64,10 +84,13 @@ class _Plan:
         self.representation = representation
         self.n_latent = positive_int("n_latent", n_latent, "elliptical slice updates of the "
                                      "field per sweep, e.g. 10")
-        if step is None:
-            # build the default sweep once now, so that its settings are checked (e.g. a tune
-            # too short for HMC's adaptation) before the warm start and any store write
-            self.view.default_sweep(representation, self.n_latent, self.tune)
+        # build the default sweep once now, so that its settings are checked (e.g. a tune too
+        # short for HMC's adaptation) before the warm start and any store write
+        sweep = (self.view.default_sweep(representation, self.n_latent, self.tune)
+                 if step is None else step)
+        #: the sweep's own sample stats (name, info key, dtype) and every stored one
+        self.extra_stats = sweep_stats(sweep)
+        self.stats = STATS + tuple((n, dt) for n, _, dt in self.extra_stats)
         self.discard = bool(discard_tuned_samples)
         ids = list(range(self.chains)) if chain_ids is None else [int(c) for c in chain_ids]
         if not ids or len(set(ids)) != len(ids) or min(ids) < 0 or max(ids) >= self.chains:
@@ -138,7 +161,7 @@ class _Plan:
                                      (self.chains, nf, *shape), "f4", ce // self.thin_fields))
                 coords[fields] = {"chain": chains,
                                   "draw": np.arange(0, n, self.thin_fields), **lat_coords}
-            for name, dt in STATS:
+            for name, dt in self.stats:
                 specs.append(VarSpec(stats, name, ("chain", "draw"), (self.chains, n), dt, ce))
         # online summaries (over every stored posterior draw) and the data
         summ = dict(lat_coords, chain=np.arange(self.chains))

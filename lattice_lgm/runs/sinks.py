@@ -46,6 +46,9 @@ class Sink(Protocol):
                         tag: str = "") -> None:
         """Keep the state a resume starts from."""
 
+    def names(self, group: str) -> frozenset[str]:
+        """The arrays ``group`` holds (a store written by an older version may hold fewer)."""
+
 
 class MemorySink:
     """In-memory arrays with the store's layout; :meth:`tree` builds the DataTree."""
@@ -82,6 +85,10 @@ class MemorySink:
     def save_checkpoint(self, meta, arrays, tag=""):
         """:meth:`Sink.save_checkpoint` on the arrays."""
         self.checkpoint = (dict(meta), {k: np.array(v) for k, v in arrays.items()}, tag)
+
+    def names(self, group):
+        """:meth:`Sink.names` of the arrays."""
+        return frozenset(n for g, n in self.arrays if g == group)
 
     def tree(self) -> Any:
         """The draws as an ArviZ-layout :class:`xarray.DataTree` (as ``open_store`` reads)."""
@@ -120,3 +127,7 @@ class StoreSink:
     def save_checkpoint(self, meta, arrays, tag=""):
         """:meth:`Sink.save_checkpoint` on the store."""
         self.store.save_checkpoint(meta, arrays, tag=tag)
+
+    def names(self, group):
+        """:meth:`Sink.names` of the store."""
+        return frozenset(self.store.root[group].array_keys())

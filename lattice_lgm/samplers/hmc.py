@@ -238,6 +238,9 @@ class JointHMC:
     """
 
     name = "hmc"
+    #: what a run stores of ``info`` under ArviZ's names (ArviZ's plots mark ``diverging``)
+    sample_stats = (("acceptance_rate", "accept_prob", "f8"), ("step_size", "step_size", "f8"),
+                    ("n_steps", "n_steps", "i8"), ("diverging", "divergent", "bool"))
 
     def __init__(self, model: LatentGaussianModel, *, n_tune: int = 1000,
                  target_accept: float = TARGET_ACCEPT, trajectory: float = TRAJECTORY,
