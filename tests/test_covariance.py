@@ -572,7 +572,7 @@ def test_distances_reused_across_moves_are_bitwise_fresh(ndim, monkeypatch):
     """A hyperparameter family reuses its parent's scaled distances (one running sum recomputed
     for a univariate lengthscale move, none for sd); every step is bitwise the fresh matrix, and
     a univariate move shares all but one running sum with its parent."""
-    import lattice_lgm.covariance as cov
+    import lattice_lgm.covariance._distances as cov
 
     rng = np.random.default_rng(ndim)
     x = rng.uniform(-1, 1, (29, ndim))

@@ -523,7 +523,7 @@ class LGCP(LGCPReporting):
 
 def _smoothness(backend: str, nu: Any, alpha: Any, ndim: int) -> tuple[float, int | None]:
     """``(ν, α)`` of the field prior; a smoothness key the backend would ignore is an error."""
-    from ..priors.gmrf import _alpha
+    from ..priors._gmrf_structures import _alpha
 
     if backend == "gmrf":
         if nu is not None:

@@ -1,4 +1,4 @@
-"""Stencils and spectra of finite-difference Laplacians on rectangles (helpers for gmrf.py).
+"""Stencils and spectra of finite-difference Laplacians on rectangles (helpers for the GMRFs).
 
 Notation: on an axis of ``n`` cells of size ``h``, ``L = -Δ_h`` is the (positive semi-definite)
 second-difference matrix.

@@ -34,7 +34,8 @@ from scipy import linalg
 from scipy.linalg.lapack import dlauum as _dlauum
 
 from .._validation import finite_array
-from ..covariance import Covariance, _Distances
+from ..covariance import Covariance
+from ..covariance._distances import _Distances
 from ..errors import InvalidCovarianceError, InvalidParameterError, NotPositiveDefiniteError
 from ..lattice import Lattice
 from .base import LOG_2PI, Capabilities, GaussianPrior, SurrogateConditional
