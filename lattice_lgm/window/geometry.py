@@ -44,7 +44,7 @@ WindowKind = Literal["rectangle", "polygon", "raster", "interval"]
 _ACCEPTED = (
     "a Window; a shapely Polygon/MultiPolygon; a geopandas GeoDataFrame/GeoSeries of polygons; "
     "a 2-D numpy array of covered fractions (with lattice=); a 4-tuple (xmin, xmax, ymin, ymax); "
-    "or a 2-tuple (a, b) for an interval"
+    "a 2-tuple (a, b) for an interval; or an object with a to_shapely() method"
 )
 
 
@@ -139,9 +139,9 @@ class Window:
         for lo, hi in (("xmin", "xmax"), ("ymin", "ymax")):
             if not vals[lo] < vals[hi]:
                 raise InvalidParameterError(
-                    f"{lo}={vals[lo]!r} must be < {hi}={vals[hi]!r}; a window needs positive "
-                    "area (swap the arguments if they are reversed: order is xmin, xmax, ymin, "
-                    "ymax)."
+                    f"{lo}={vals[lo]!r} must be < {hi}={vals[hi]!r}; a window needs xmin < xmax "
+                    "and ymin < ymax, a positive area (swap the arguments if they are reversed: "
+                    "the order is xmin, xmax, ymin, ymax)."
                 )
         rect = (vals["xmin"], vals["xmax"], vals["ymin"], vals["ymax"])
         return cls._new("rectangle", crs=_crs_string(crs, "crs"), rect=rect)
@@ -238,48 +238,60 @@ class Window:
         return cls._new("raster", crs=lattice.crs, fraction=frac, lattice=lattice)
 
     @classmethod
-    def coerce(cls, obj: Any, lattice: Lattice | None = None) -> Window:
+    def coerce(cls, obj: Any, lattice: Lattice | None = None, *, name: str = "window") -> Window:
         """Turn anything that describes a window into a :class:`Window`.
+
+        The one parser of window arguments: :func:`bin_points`, :func:`lattice_for_window`, the
+        LGCP and the point-pattern statistics (:mod:`lattice_lgm.spatialstats`) all take what
+        it takes.
 
         Parameters
         ----------
-        obj : Window, shapely geometry, GeoDataFrame/GeoSeries, ndarray or tuple
+        obj : Window, shapely geometry, GeoDataFrame/GeoSeries, ndarray, tuple or window-like
             A Window is returned unchanged; a Polygon/MultiPolygon goes to
-            :meth:`from_geometry`; a GeoDataFrame/GeoSeries to :meth:`from_geodataframe`; a 2-D
-            numpy array to :meth:`from_raster` (needs ``lattice``); a 4-tuple
-            ``(xmin, xmax, ymin, ymax)`` to :meth:`rectangle`; a 2-tuple ``(a, b)`` to
-            :meth:`interval`.
+            :meth:`from_geometry`, and so does the ``to_shapely()`` of an object that has one
+            (a window of another library); a GeoDataFrame/GeoSeries to
+            :meth:`from_geodataframe`; a 2-D numpy array to :meth:`from_raster` (needs
+            ``lattice``); a 4-tuple, list or 1-D array ``(xmin, xmax, ymin, ymax)`` to
+            :meth:`rectangle`; a 2-tuple ``(a, b)`` to :meth:`interval`.
         lattice : Lattice, optional
             Needed for an array mask only.
+        name : str
+            The argument's name in error messages.
 
         Raises
         ------
         InvalidParameterError
-            Any other type (the message lists the accepted ones), or an array without a lattice.
+            Any other type (the message lists the accepted ones), an array without a lattice,
+            or bounds or a geometry that make no window (the message names ``name``).
         """
         if isinstance(obj, Window):
             return obj
-        if isinstance(obj, BaseGeometry):
-            return cls.from_geometry(obj)
         if _is_geo_frame(obj):
             return cls.from_geodataframe(obj)
+        if not isinstance(obj, BaseGeometry) and hasattr(obj, "to_shapely"):
+            obj = obj.to_shapely()  # a window object of another module (duck-typed)
+        if isinstance(obj, BaseGeometry):
+            return cls._new("polygon", geom=_valid_polygon(obj, name))
+        if isinstance(obj, np.ndarray) and obj.ndim == 1:
+            obj = obj.tolist()  # bounds (a raster mask is 2-D)
         if isinstance(obj, np.ndarray):
             if lattice is None:
                 raise InvalidParameterError(
-                    "window is an array (a raster mask) but no lattice was given; pass "
+                    f"{name} is an array (a raster mask) but no lattice was given; pass "
                     "lattice= so the mask's cells have coordinates."
                 )
             return cls.from_raster(obj, lattice)
-        if isinstance(obj, tuple | list) and all(
+        if isinstance(obj, tuple | list) and len(obj) in (2, 4) and all(
             isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool)
             for v in obj
         ):
-            if len(obj) == 4:
-                return cls.rectangle(*obj)
-            if len(obj) == 2:
-                return cls.interval(*obj)
+            try:
+                return cls.rectangle(*obj) if len(obj) == 4 else cls.interval(*obj)
+            except InvalidParameterError as exc:
+                raise InvalidParameterError(f"{name}={tuple(obj)!r}: {exc}") from None
         raise InvalidParameterError(
-            f"window={obj!r:.80} of type {type(obj).__name__} is not understood; accepted: "
+            f"{name}={obj!r:.80} of type {type(obj).__name__} is not a window; accepted: "
             f"{_ACCEPTED}."
         )
 
@@ -333,6 +345,28 @@ class Window:
             return ((x0, x1), (y0, y1))
         assert self._lattice is not None and self._fraction is not None
         return _covered_box(self._fraction, self._lattice)
+
+    @property
+    def sides(self) -> tuple[float, ...]:
+        """Side lengths of the bounding box, x first: ``(width, height)``; ``(b - a,)``."""
+        return tuple(hi - lo for lo, hi in self.bounds)
+
+    @property
+    def is_box(self) -> bool:
+        """Whether the window is its bounding box, up to a set of zero area.
+
+        True for rectangles and intervals, and for a polygon without holes (or a raster whose
+        covered cells are whole and fill their box) with the box's area to 1e-12 relative:
+        the rectangle's exact formulas then hold (:mod:`lattice_lgm.spatialstats`).
+        """
+        if self._kind in ("rectangle", "interval"):
+            return True
+        (x0, x1), (y0, y1) = self.bounds
+        box = (x1 - x0) * (y1 - y0)
+        geom = self.to_shapely()
+        # a region inside its bounding box with the box's area *is* the box (up to measure zero)
+        return (isinstance(geom, Polygon) and len(geom.interiors) == 0
+                and abs(box - self.area) <= 1e-12 * box)
 
     # -- queries ------------------------------------------------------------------------------
     def contains(self, xy: Any) -> np.ndarray:
