@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from .errors import InvalidParameterError
-from .store import hash_arrays
+from .store.base import hash_arrays
 
 
 @runtime_checkable

@@ -16,7 +16,7 @@ from ..lattice import Lattice
 from ..models.lgcp import (
     LGCP,
 )
-from ..store import upgrade_config
+from ..store.reading import upgrade_config
 from ..window.geometry import Window
 from ..window.lattices import lattice_for_window
 from .kinds import ConfigError
