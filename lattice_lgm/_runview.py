@@ -26,7 +26,7 @@ from .samplers import (
     default_sweep,
     init_state,
 )
-from .store import hash_arrays
+from .store.base import hash_arrays
 
 
 @runtime_checkable

@@ -13,7 +13,7 @@ from typing import Any
 from . import runs
 from .config import RunConfig
 from .errors import InvalidParameterError
-from .store import read_config
+from .store.reading import read_config
 
 
 def resume(store: str | os.PathLike, model: Any = None, **kwargs: Any) -> Any:

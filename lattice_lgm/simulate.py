@@ -32,7 +32,7 @@ def simulate_poisson(window: Any, intensity: float, rng: np.random.Generator | i
 
     Parameters
     ----------
-    window : shapely Polygon/MultiPolygon, (xmin, xmax, ymin, ymax), or ``.to_shapely()``
+    window : Window, shapely Polygon/MultiPolygon, (xmin, xmax, ymin, ymax), or ``.to_shapely()``
     intensity : float
         Points per unit area.
     rng : numpy.random.Generator or int
@@ -45,10 +45,10 @@ def simulate_poisson(window: Any, intensity: float, rng: np.random.Generator | i
     win = _as_window(window)
     lam = positive_float("intensity", intensity, "points per unit area, > 0")
     gen = as_rng(rng)
-    xmin, ymin, xmax, ymax = win.bounds
+    (xmin, xmax), (ymin, ymax) = win.bounds
     n = gen.poisson(lam * (xmax - xmin) * (ymax - ymin))
     pts = np.column_stack([gen.uniform(xmin, xmax, n), gen.uniform(ymin, ymax, n)])
-    return pts[win.covers(pts[:, 0], pts[:, 1])]
+    return pts[win.contains(pts)]
 
 
 def simulate_lgcp(
@@ -72,7 +72,7 @@ def simulate_lgcp(
 
     Parameters
     ----------
-    window : shapely Polygon/MultiPolygon, (xmin, xmax, ymin, ymax), or ``.to_shapely()``
+    window : Window, shapely Polygon/MultiPolygon, (xmin, xmax, ymin, ymax), or ``.to_shapely()``
     kernel : Covariance
         Covariance of the field (ranges per lattice axis ``(y, x)`` allowed).
     mean : float or ndarray, shape lattice.shape
@@ -96,7 +96,7 @@ def simulate_lgcp(
     win = _as_window(window)
     h = positive_float("cell_size", cell_size, "a length > 0 in coordinate units")
     gen = as_rng(rng)
-    xmin, ymin, xmax, ymax = win.bounds
+    (xmin, xmax), (ymin, ymax) = win.bounds
     nx = max(1, math.ceil((xmax - xmin) / h - 1e-9))
     ny = max(1, math.ceil((ymax - ymin) / h - 1e-9))
     lat = Lattice(shape=(ny, nx), spacing=h, origin=(ymin, xmin))
@@ -114,4 +114,4 @@ def simulate_lgcp(
     iy, ix = np.repeat(iy, reps), np.repeat(ix, reps)
     u = gen.random((len(iy), 2))
     pts = np.column_stack([xmin + (ix + u[:, 0]) * h, ymin + (iy + u[:, 1]) * h])
-    return pts[win.covers(pts[:, 0], pts[:, 1])], f, lat
+    return pts[win.contains(pts)], f, lat

@@ -452,6 +452,40 @@ def test_coerce_dispatch_and_refusals():
             Window.coerce(bad)
 
 
+class _HasShapely:
+    """A window of another library: anything with ``to_shapely()``."""
+
+    def to_shapely(self):
+        return shapely.box(0, 0, 1, 2)
+
+
+def test_coerce_takes_bounds_arrays_and_window_likes_and_names_the_argument():
+    assert Window.coerce(np.array([0.0, 2.0, 0.0, 3.0])).area == 6.0  # bounds, not a mask
+    w = Window.coerce(_HasShapely())
+    assert w.kind == "polygon" and w.area == 2.0
+    with pytest.raises(InvalidParameterError, match=r"region=\(1, 0, 0, 1\): xmin=1.0 must be <"):
+        Window.coerce((1, 0, 0, 1), name="region")
+    with pytest.raises(InvalidParameterError, match="region is a LineString"):
+        Window.coerce(LineString([(0, 0), (1, 1)]), name="region")
+    with pytest.raises(InvalidParameterError, match=r"region='x' of type str is not a window"):
+        Window.coerce("x", name="region")
+
+
+def test_sides_and_is_box():
+    assert Window.rectangle(1.0, 4.0, -2.0, 0.0).sides == (3.0, 2.0)
+    assert Window.interval(1.0, 4.0).sides == (3.0,)
+    assert UNIT.is_box and Window.interval(0.0, 1.0).is_box
+    assert Window.from_geometry(shapely.box(0, 0, 2, 1)).is_box  # a polygon that is its box
+    ell = Polygon([(0, 0), (1, 0), (1, 0.5), (0.5, 0.5), (0.5, 1), (0, 1)])
+    assert not Window.from_geometry(ell).is_box
+    assert not Window.from_geometry(shapely.box(0, 0, 3, 3).difference(
+        shapely.box(1, 1, 2, 2))).is_box  # a hole
+    lat = Lattice((2, 2))
+    assert Window.from_raster(np.ones((2, 2)), lat).is_box
+    assert not Window.from_raster(np.array([[1.0, 0.5], [1.0, 1.0]]), lat).is_box
+    assert not Window.from_raster(np.eye(2, dtype=bool), lat).is_box
+
+
 # == lattice_for_window =========================================================================
 
 

@@ -16,8 +16,9 @@ from ..lattice import Lattice
 from ..models.lgcp import (
     LGCP,
 )
-from ..store import upgrade_config
-from ..window import Window, lattice_for_window
+from ..store.reading import upgrade_config
+from ..window.geometry import Window
+from ..window.lattices import lattice_for_window
 from .kinds import ConfigError
 from .resolve import _apply_overrides, _resolve
 

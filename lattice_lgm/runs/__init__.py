@@ -21,7 +21,7 @@ refusals), ``storeops`` (writability, extension, re-commits, integrity), ``dask`
 from __future__ import annotations
 
 from ..errors import ResourceLimitError
-from ..store import StoreExistsError
+from ..store.base import StoreExistsError
 from .entry import resume, sample
 from .resources import SAMPLER_COST, SamplerCost
 

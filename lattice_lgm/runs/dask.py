@@ -9,10 +9,8 @@ from typing import Any
 from .._validation import positive_int
 from ..errors import InvalidParameterError
 from ..samplers import chain_rngs
-from ..store import (
-    RunStore,
-    open_store,
-)
+from ..store.reading import open_store
+from ..store.writer import RunStore
 from ..threads import BLAS_ENV, thread_budget
 from .plan import _Plan
 from .resources import _check_resources

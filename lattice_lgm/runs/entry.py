@@ -12,14 +12,9 @@ from .._validation import check_bools, positive_float, positive_int
 from ..errors import InvalidParameterError
 from ..samplers import chain_rngs
 from ..settings import RUN_DEFAULTS
-from ..store import (
-    CheckpointError,
-    RunStore,
-    StoreExistsError,
-    check_compatible,
-    open_store,
-    read_config,
-)
+from ..store.base import CheckpointError, StoreExistsError
+from ..store.reading import check_compatible, open_store, read_config
+from ..store.writer import RunStore
 from ..threads import ThreadBudget, thread_budget, using
 from .dask import _sample_dask
 from .loop import _Runner

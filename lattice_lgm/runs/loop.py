@@ -12,9 +12,7 @@ import numpy as np
 
 from ..errors import InvalidParameterError
 from ..samplers.state import LatentState
-from ..store import (
-    library_versions,
-)
+from ..store.base import library_versions
 from .plan import GROUPS, PHASES, _Plan
 from .progress import _Progress
 from .sinks import Sink

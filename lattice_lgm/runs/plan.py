@@ -11,11 +11,7 @@ from .._validation import positive_int
 from ..errors import InvalidParameterError
 from ..samplers import sweep_settings
 from ..settings import DEFAULT_THRESHOLDS
-from ..store import (
-    PHASE_GROUPS,
-    VarSpec,
-    library_versions,
-)
+from ..store.base import PHASE_GROUPS, VarSpec, library_versions
 
 #: default draws per chunk / checkpoint interval
 DEFAULT_CHECKPOINT_EVERY = 100

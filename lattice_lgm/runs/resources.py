@@ -16,10 +16,7 @@ import numpy as np
 from .. import threads
 from ..errors import ResourceLimitError
 from ..priors import GaussianPrior
-from ..store import (
-    KEEP_GENERATIONS,
-    VarSpec,
-)
+from ..store.base import KEEP_GENERATIONS, VarSpec
 from ..threads import MEMORY_FRACTION
 
 

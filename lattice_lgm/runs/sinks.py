@@ -16,7 +16,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import xarray as xr
 
-from ..store import RunStore, VarSpec, _json
+from ..store.base import VarSpec, _json
+from ..store.writer import RunStore
 
 __all__ = ["MemorySink", "Sink", "StoreSink"]
 

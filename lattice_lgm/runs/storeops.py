@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidParameterError, LatticeLGMError, ResourceLimitError
-from ..store import RunStore, StoreIntegrityError, verify_store
+from ..store.base import StoreIntegrityError
+from ..store.integrity import verify_store
+from ..store.writer import RunStore
 from .plan import PHASES
 
 _STORE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)

@@ -1,8 +1,9 @@
 """Windows, points and the translation edge correction shared by the summaries.
 
-A window is a shapely (Multi)Polygon, a 4-tuple ``(xmin, xmax, ymin, ymax)`` or any object with a
-``to_shapely()`` method; ``γ_W(h) = |W ∩ (W + h)|`` is its set covariance (exact for rectangles,
-by FFT with an error bound for polygons).
+A window is a :class:`~lattice_lgm.Window`, or anything :meth:`Window.coerce` turns into one (a
+shapely (Multi)Polygon, a 4-tuple ``(xmin, xmax, ymin, ymax)``, any object with a
+``to_shapely()`` method); ``γ_W(h) = |W ∩ (W + h)|`` is its set covariance (exact for windows
+that are their bounding box, by FFT with an error bound for polygons).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ..errors import (
     InvalidParameterError,
     ShapeMismatchError,
 )
+from ..window.geometry import Window
 
 #: Stoyan & Stoyan (1994, eq. 15.16, p. 285): Epanechnikov half-width ``h = 0.15 / √λ̂``.
 STOYAN_COEFFICIENT = 0.15
@@ -39,79 +41,26 @@ _BLOCK = 32
 # ------------------------------------------------------------------------------------------------
 # Windows
 # ------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Window:
-    """A window as the statistics need it: geometry, bounds, area and whether it is a rectangle."""
+def _as_window(window: Any, name: str = "window") -> Window:
+    """The window as the summaries use it: a rectangle or polygon :class:`~lattice_lgm.Window`.
 
-    geom: Any
-    bounds: tuple[float, float, float, float]  # (xmin, ymin, xmax, ymax), shapely order
-    area: float
-    is_rect: bool
-
-    @property
-    def sides(self) -> tuple[float, float]:
-        """Bounding-box side lengths ``(width along x, height along y)``."""
-        xmin, ymin, xmax, ymax = self.bounds
-        return xmax - xmin, ymax - ymin
-
-    def covers(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """Whether points lie in the *closed* window (edge points count as inside)."""
-        if self.is_rect:
-            xmin, ymin, xmax, ymax = self.bounds
-            return (x >= xmin) & (x <= xmax) & (y >= ymin) & (y <= ymax)
-        return shapely.intersects_xy(self.geom, x, y)
-
-
-def _as_window(window: Any, name: str = "window") -> _Window:
-    """Convert any accepted window to a :class:`_Window` (the one conversion point).
-
-    Shapely (Multi)Polygons, ``(xmin, xmax, ymin, ymax)`` tuples and objects with
-    ``to_shapely()`` (window objects of other modules, duck-typed) are accepted.
+    Parsed by :meth:`Window.coerce` (the one parser: shapely (Multi)Polygons, ``(xmin, xmax,
+    ymin, ymax)`` bounds, Windows, objects with ``to_shapely()``, ...).  A raster window is
+    taken as the union of its covered cells (partial cells count whole: its set covariance is
+    that of a polygon); an interval is refused.
     """
-    if isinstance(window, _Window):
-        return window
-    if hasattr(window, "to_shapely"):
-        geom = window.to_shapely()
-    elif isinstance(window, shapely.Geometry):
-        geom = window
-    else:
-        try:
-            vals = np.asarray(window, dtype=float)
-        except (TypeError, ValueError):
-            vals = None
-        if vals is None or vals.shape != (4,):
-            raise InvalidParameterError(
-                f"{name}={window!r} is not a window; pass a shapely Polygon/MultiPolygon, a "
-                "tuple (xmin, xmax, ymin, ymax) or an object with a to_shapely() method."
-            )
-        xmin, xmax, ymin, ymax = (float(v) for v in vals)
-        if not np.all(np.isfinite(vals)) or not (xmin < xmax and ymin < ymax):
-            raise InvalidParameterError(
-                f"{name}={tuple(vals)} must be finite (xmin, xmax, ymin, ymax) with xmin < xmax "
-                "and ymin < ymax (note the order: both x bounds first)."
-            )
-        return _Window(shapely.box(xmin, ymin, xmax, ymax), (xmin, ymin, xmax, ymax),
-                       (xmax - xmin) * (ymax - ymin), True)
-    if not isinstance(geom, shapely.Polygon | shapely.MultiPolygon):
+    win = Window.coerce(window, name=name)
+    if win.kind == "interval":
         raise InvalidParameterError(
-            f"{name} is a {type(geom).__name__}; a window must be a Polygon or MultiPolygon."
+            f"{name} is an interval {win.bounds[0]}; point-pattern statistics need a 2-D window "
+            "(a Polygon/MultiPolygon or (xmin, xmax, ymin, ymax))."
         )
-    if geom.is_empty or not shapely.is_valid(geom) or geom.area <= 0.0:
-        raise InvalidParameterError(
-            f"{name} is empty, has zero area or is not valid ({shapely.is_valid_reason(geom)}); "
-            "repair it, e.g. with shapely.make_valid(window)."
-        )
-    geom = shapely.from_wkb(shapely.to_wkb(geom))  # a private copy we may prepare
-    shapely.prepare(geom)
-    b = tuple(float(v) for v in geom.bounds)
-    env = (b[2] - b[0]) * (b[3] - b[1])
-    # a polygon inside its bounding box with the box's area *is* the box (up to measure zero)
-    is_rect = (isinstance(geom, shapely.Polygon) and len(geom.interiors) == 0
-               and abs(env - geom.area) <= 1e-12 * env)
-    return _Window(geom, b, float(geom.area), bool(is_rect))  # type: ignore[arg-type]
+    if win.kind == "raster":
+        win = Window.from_geometry(win.to_shapely(), crs=win.crs)
+    return win
 
 
-def _as_points(points: Any, win: _Window, name: str = "points") -> np.ndarray:
+def _as_points(points: Any, win: Window, name: str = "points") -> np.ndarray:
     """``(n, 2)`` float points in ``(x, y)`` order, all in the closed window."""
     pts = np.asarray(points, dtype=float)
     if pts.ndim != 2 or pts.shape[1] != 2:
@@ -119,7 +68,7 @@ def _as_points(points: Any, win: _Window, name: str = "points") -> np.ndarray:
             f"{name} has shape {pts.shape}; pass an (n, 2) array of (x, y) coordinates."
         )
     finite_array(name, pts, "remove points with missing coordinates")
-    inside = win.covers(pts[:, 0], pts[:, 1])
+    inside = win.contains(pts)
     if not inside.all():
         bad = np.flatnonzero(~inside)
         i = int(bad[0])
@@ -248,14 +197,14 @@ def _polygon_set_covariance(wkb: bytes, resolution: int) -> _SetCovariance:
     return _SetCovariance(float(geom.area), None, table, (dx, dy), 2.0 * b_err, resolution)
 
 
-def _set_covariance(win: _Window, resolution: int) -> _SetCovariance:
-    if win.is_rect:
-        return _SetCovariance(win.area, win.sides)
-    return _polygon_set_covariance(shapely.to_wkb(win.geom), resolution)
+def _set_covariance(win: Window, resolution: int) -> _SetCovariance:
+    if win.is_box:
+        return _SetCovariance(win.area, win.sides)  # type: ignore[arg-type]
+    return _polygon_set_covariance(shapely.to_wkb(win.to_shapely()), resolution)
 
 
 def _pairs(
-    pts: np.ndarray, win: _Window, hmax: float, correction: str, resolution: int
+    pts: np.ndarray, win: Window, hmax: float, correction: str, resolution: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
     """Unordered pairs ``i < j`` with ``d_ij ≤ hmax``: distances, edge weights ``1/γ_W``, indices.
 
@@ -299,7 +248,7 @@ def _check_correction(correction: str) -> str:
     return correction
 
 
-def _r_grid(r: Any, win: _Window, *, positive: bool) -> np.ndarray:
+def _r_grid(r: Any, win: Window, *, positive: bool) -> np.ndarray:
     """The r values: default ``N_R`` values in ``(0, r_max]``, ``r_max`` = ¼ of the shorter side."""
     if r is None:
         r_max = 0.25 * min(win.sides)
@@ -325,7 +274,7 @@ def _lambda2(n: int, area: float) -> float:
     return n * (n - 1) / area**2
 
 
-def _prepare(points: Any, window: Any, correction: str) -> tuple[np.ndarray, _Window, int]:
+def _prepare(points: Any, window: Any, correction: str) -> tuple[np.ndarray, Window, int]:
     win = _as_window(window)
     pts = _as_points(points, win)
     _check_correction(correction)

@@ -369,7 +369,7 @@ def min_contrast_lgcp(
     Parameters
     ----------
     points : ndarray, shape (n, 2)
-    window : shapely Polygon/MultiPolygon, (xmin, xmax, ymin, ymax), or ``.to_shapely()``
+    window : Window, shapely Polygon/MultiPolygon, (xmin, xmax, ymin, ymax), or ``.to_shapely()``
     nu : float
         Matérn smoothness (0.5 is the exponential covariance).
     stat : {"pcf", "K"}

@@ -268,7 +268,7 @@ def pcf(
     ----------
     points : ndarray, shape (n, 2)
         ``(x, y)`` coordinates, all in the closed window.
-    window : shapely Polygon/MultiPolygon, (xmin, xmax, ymin, ymax), or ``.to_shapely()``
+    window : Window, shapely Polygon/MultiPolygon, (xmin, xmax, ymin, ymax), or ``.to_shapely()``
     r : ndarray, shape (k,), optional
         Strictly increasing distances > 0.  Default: 128 values ``r_max/128, …, r_max`` with
         ``r_max`` = ¼ of the shorter bounding-box side.
@@ -360,7 +360,7 @@ def kfunction(
     Parameters
     ----------
     points : ndarray, shape (n, 2)
-    window : shapely Polygon/MultiPolygon, (xmin, xmax, ymin, ymax), or ``.to_shapely()``
+    window : Window, shapely Polygon/MultiPolygon, (xmin, xmax, ymin, ymax), or ``.to_shapely()``
     r : ndarray, shape (k,), optional
         Strictly increasing distances ≥ 0 (default as in :func:`pcf`).
     correction : {"translation", "none"}

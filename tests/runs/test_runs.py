@@ -418,7 +418,7 @@ def test_resume_of_a_store_whose_creation_was_interrupted_says_so(model, tmp_pat
     """A store whose creating process died before laying out every array (no ``.commits/``,
     made last) is refused by name, with the remedy, instead of sampling into missing arrays;
     starting the run again says the same (not "already exists; resume it")."""
-    import lattice_lgm.store as store_mod
+    import lattice_lgm.store.writer as store_mod  # where RunStore.create finds it
     from lattice_lgm.runs import resume
 
     def killed(path):

@@ -43,7 +43,9 @@ from lattice_lgm.errors import (
     InvalidParameterError,
     ShapeMismatchError,
 )
+from lattice_lgm.lattice import Lattice
 from lattice_lgm.spatialstats import _geometry, mincontrast, summaries
+from lattice_lgm.window import Window
 
 #: family-wise false-failure rate of this module per run, summed by conftest.py
 #: (default 2.4e-4 and slow 3e-4 (module docstring))
@@ -91,15 +93,24 @@ def test_window_forms_agree():
     ref = ss.kfunction(pts, (0, 2, 0, 1))
     for w in (shapely.box(0, 0, 2, 1), _HasShapely(shapely.box(0, 0, 2, 1))):
         np.testing.assert_array_equal(ss.kfunction(pts, w).values, ref.values)
-    assert _geometry._as_window(shapely.box(0, 0, 2, 1)).is_rect
-    assert not _geometry._as_window(L_SHAPE).is_rect
+    assert _geometry._as_window(shapely.box(0, 0, 2, 1)).is_box
+    assert not _geometry._as_window(L_SHAPE).is_box
+    # a lattice_lgm Window is the same window; a raster counts its covered cells whole
+    for w in (Window.rectangle(0, 2, 0, 1), Window.from_geometry(shapely.box(0, 0, 2, 1)),
+              Window.from_raster(np.ones((4, 8)), Lattice(shape=(4, 8), spacing=0.25))):
+        np.testing.assert_array_equal(ss.kfunction(pts, w).values, ref.values)
+    half = np.ones((4, 8))
+    half[0, 0] = 0.5
+    raster = _geometry._as_window(Window.from_raster(half, Lattice(shape=(4, 8), spacing=0.25)))
+    assert raster.kind == "polygon" and raster.area == 2.0
 
 
 def test_rectangle_set_covariance_matches_shapely():
     win = _geometry._as_window((0.0, 3.0, -1.0, 1.0))
     sc = _geometry._set_covariance(win, 1024)
     for hx, hy in [(0.0, 0.0), (0.7, -0.3), (-2.5, 1.9), (1.0, 0.0)]:
-        exact = win.geom.intersection(affinity.translate(win.geom, hx, hy)).area
+        geom = win.to_shapely()
+        exact = geom.intersection(affinity.translate(geom, hx, hy)).area
         assert sc(np.array([hx]), np.array([hy]))[0] == pytest.approx(exact, rel=1e-13, abs=1e-15)
 
 
@@ -135,6 +146,8 @@ def test_window_and_point_errors():
         ss.pcf(np.zeros((3, 2)), shapely.LineString([(0, 0), (1, 1)]))
     with pytest.raises(InvalidParameterError, match="not a window"):
         ss.pcf(np.zeros((3, 2)), "unit square")
+    with pytest.raises(InvalidParameterError, match="window is an interval"):
+        ss.pcf(np.zeros((3, 2)), (0, 1))
     pts = np.array([[0.5, 0.5], [1.5, 0.5], [0.2, 0.2], [0.5, -1.0]])
     with pytest.raises(InvalidDataError, match=r"2 of 4 points lie outside.*index 1"):
         ss.kfunction(pts, (0, 1, 0, 1))
@@ -496,7 +509,6 @@ def test_intensity_grid_lookup_matches_bin_points():
     # non-unit, unequal spacing and an origin ≠ 0; points on every cell edge and corner (edges
     # computed as origin + k h, as the lattice does), on the top edges, and random interior
     # points: each takes the value of the cell bin_points puts it in
-    from lattice_lgm.lattice import Lattice
     from lattice_lgm.window import bin_points
 
     lat = Lattice(shape=(5, 7), spacing=(0.3, 0.7), origin=(-2.1, 5.3))
@@ -532,7 +544,6 @@ def test_intensity_grid_lookup_matches_bin_points():
 
 
 def test_intensity_refusals():
-    from lattice_lgm.lattice import Lattice
 
     rng = np.random.default_rng(23)
     pts = rng.uniform(0.05, 0.95, (10, 2))
@@ -628,7 +639,6 @@ def test_inhomogeneous_poisson_pcf_is_one():
 
 
 def test_min_contrast_inhomogeneous_fields():
-    from lattice_lgm.lattice import Lattice
 
     k = Matern(1.5, sd=1.0, range=0.2)
     lat = Lattice(shape=(64, 64), spacing=1 / 64)
@@ -678,7 +688,6 @@ def test_min_contrast_inhomogeneous_recovers_field():
     measured (failure probability < 1e-8).  Dropping ρ, squaring c the wrong way or a
     range/lengthscale mix-up fails it.
     """
-    from lattice_lgm.lattice import Lattice
 
     b, n_rep, n_exp = 3.0, 100, 2000.0
     k = Matern(1.5, sd=1.0, range=0.2)
