@@ -17,7 +17,7 @@ import numpy as np
 
 from .errors import InvalidParameterError
 from .models import LGCP, LatentGaussianModel
-from .models.lgcp_start import initial_state
+from .models.lgcp_start import analysis_record, initial_state
 from .samplers import (
     EllipticalSlice,
     Gibbs,
@@ -56,6 +56,12 @@ class RunView(Protocol):
         The summary whose exceedance counts of the run's thresholds are kept.
     lgm : LatentGaussianModel
         The latent Gaussian model the sampler runs on (checkpoints restore its state).
+
+    Notes
+    -----
+    Optional: ``analysis_attrs()`` returning a JSON-ready dict (``rows``, ``cross_check``,
+    ``bounds``, ``cells``; see :func:`lattice_lgm.models.lgcp_start.analysis_record`) that the
+    run records as ``attrs["analysis"]`` for :func:`lattice_lgm.analysis.summary_of`.
     """
 
     dims: tuple[str, ...]
@@ -129,6 +135,13 @@ class LGCPView:
         state, self.last_start_report = initial_state(self.model, rngs, chains, theta=theta,
                                                       warm=warm)
         return state
+
+    def analysis_attrs(self) -> dict[str, Any]:
+        """What the summary needs beyond the draws, recorded as ``attrs["analysis"]``.
+
+        :func:`lattice_lgm.models.lgcp_start.analysis_record`.
+        """
+        return analysis_record(self.model)
 
     def default_representation(self) -> str:
         """The measured default method of the model's backend."""

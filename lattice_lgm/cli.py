@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InvalidParameterError, LatticeLGMError, UnsupportedOperationError
-from .reports import describe_run, print_summary, write_maps
+from .reports import describe_run, print_run_summary, print_summary, write_maps
 
 __all__ = ["build_parser", "main", "parse_chains", "print_summary", "write_maps"]
 
@@ -155,16 +155,22 @@ def _loglik(tree: Any) -> Any:
     return None
 
 
-def _from_store(path: str) -> tuple[Any, Any, Any]:
-    """The stored config, its rebuilt model and the store module."""
-    from .config import RunConfig
-
+def _store_at(path: str) -> Any:
+    """The store module, once ``path`` is known to hold a (fully created) run store."""
     if not (Path(path) / "zarr.json").is_file():
         raise InvalidParameterError(
             f"STORE {path!r} is not a run store (no zarr.json there); give the directory that "
             "`lattice-lgm run` wrote (store.path of the config).")
     store = _module("store", "the run store")
     store.check_store(path)  # a half-created store has no config to read
+    return store
+
+
+def _from_store(path: str) -> tuple[Any, Any, Any]:
+    """The stored config, its rebuilt model and the store module."""
+    from .config import RunConfig
+
+    store = _store_at(path)
     cfg = RunConfig.from_resolved(store.read_config(path))
     return cfg, cfg.build_model(), store
 
@@ -285,10 +291,15 @@ def _cmd_extend(args: argparse.Namespace) -> int:
 
 
 def _cmd_summary(args: argparse.Namespace) -> int:
-    _, model, store = _from_store(args.store)
+    store = _store_at(args.store)
     _intact(store, args.store)
     tree = store.open_store(args.store)
-    print_summary(model, _posterior(tree, args.store), loglik=_loglik(tree))
+    if "analysis" in tree.attrs or tree.attrs.get("model", "LGCP") != "LGCP":
+        # from the store alone: the data files need not be where the run found them
+        print_run_summary(tree, _posterior(tree, args.store))
+    else:  # an LGCP run written before runs recorded their analysis: rebuild the model
+        _, model, _ = _from_store(args.store)
+        print_summary(model, _posterior(tree, args.store), loglik=_loglik(tree))
     return 0
 
 

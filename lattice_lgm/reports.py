@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from .errors import InvalidParameterError
 
-__all__ = ["describe_run", "print_summary", "write_maps"]
+__all__ = ["describe_run", "print_run_summary", "print_summary", "write_maps"]
 
 
 def describe_run(model: Any) -> str:
@@ -52,13 +52,39 @@ def print_summary(model: Any, posterior: Any, file: TextIO | None = None,
     """
     import numpy as np
 
-    from .analysis import ESS_MIN, RHAT_MAX, summary
+    from .analysis import summary
 
-    out = sys.stdout if file is None else file
-    n_chain, n_draw = posterior.sizes["chain"], posterior.sizes["draw"]
     # the table and its notes come from the scalar draws: they never depend on whether the
     # fields were kept (issue 27: with thin_fields = 0 nothing at all was printed)
     table = summary(model, posterior, loglik=None if loglik is None else np.asarray(loglik))
+    return _print_table(table, posterior, file)
+
+
+def print_run_summary(tree: Any, posterior: Any, file: TextIO | None = None) -> Any:
+    """Print :func:`lattice_lgm.analysis.summary_of` of a run: from its store alone.
+
+    Parameters
+    ----------
+    tree : xarray.DataTree
+        The run (:func:`lattice_lgm.open_store`).
+    posterior : xarray.Dataset
+        Its posterior as printed (with the kept fields, for the line saying so).
+    file : text stream, optional
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
+    from .analysis import summary_of
+
+    return _print_table(summary_of(tree), posterior, file)
+
+
+def _print_table(table: Any, posterior: Any, file: TextIO | None) -> Any:
+    from .analysis import ESS_MIN, RHAT_MAX
+
+    out = sys.stdout if file is None else file
+    n_chain, n_draw = posterior.sizes["chain"], posterior.sizes["draw"]
     kept = "" if "f" in posterior else (", no field draws kept (thin_fields = 0: maps come "
                                         "from the online summaries)")
     print(f"\nposterior: {n_chain} chains × {n_draw} draws{kept}", file=out)

@@ -22,6 +22,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
+import lattice_lgm
 from lattice_lgm import __version__, analysis, cli, config, reports
 from lattice_lgm.config import load_config, template
 from lattice_lgm.errors import InvalidParameterError
@@ -512,6 +513,27 @@ def test_run_summary_plot_with_the_real_runner_and_store(project, tmp_path, caps
     assert f"posterior: {CHAINS} chains × 7 draws" in capsys.readouterr().out
     assert store.read_config(zarr_path)["sampling"]["draws"] == 7
     assert cli.main(["verify", str(zarr_path)]) == 0
+
+
+def test_summary_from_the_store_alone_after_the_data_moved(project, tmp_path, capsys):
+    """A run's summary needs its store only (decision 101): the data files may be gone."""
+    d = tmp_path / "moving"
+    d.mkdir()
+    path = _write_project(d, project.path.read_text() + '[store]\npath = "m.zarr"\n')
+    assert cli.main(["run", str(path), "--no-progress"]) == 0
+    capsys.readouterr()
+    model = load_config(path).build_model()
+    for f in ("pts.csv", "z.csv"):
+        (d / f).unlink()
+    assert cli.main(["summary", str(d / "m.zarr")]) == 0
+    out = capsys.readouterr().out
+    tree = lattice_lgm.open_store(d / "m.zarr")
+    table = analysis.summary(model, tree["posterior"].to_dataset(),
+                             loglik=tree["sample_stats"]["loglik"].values)
+    assert table.to_string(float_format=lambda v: f"{v:.4g}") in out
+    # the maps still need the model (and so the data): refused naming the missing file
+    assert cli.main(["plot", str(d / "m.zarr"), "--out", str(tmp_path / "p")]) == 2
+    assert "pts.csv" in capsys.readouterr().err
 
 
 def test_chain_blocks_run_and_extend_as_job_array_tasks(project, tmp_path, capsys):

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from lattice_lgm import analysis
+from lattice_lgm.errors import InvalidParameterError
 from lattice_lgm.runs import sample
 from lattice_lgm.store import (
     FORMAT_VERSION,
@@ -48,6 +49,9 @@ def test_the_committed_store_is_format_2_and_opens(old):
     assert tree["posterior"].sizes["draw"] == min(done.values()) > 0
     table = analysis.summary(build_model(), tree["posterior"].to_dataset())
     assert {"sd", "range", "intercept", "z"} <= set(table.index)
+    # it predates the recorded analysis: the store-only summary says what to do instead
+    with pytest.raises(InvalidParameterError, match="rebuilt from the stored config"):
+        analysis.summary_of(tree)
 
 
 def test_the_committed_store_resumes_keeping_its_draws(old):

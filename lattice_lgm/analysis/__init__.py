@@ -47,7 +47,7 @@ from ._core import (
     summarize,
 )
 from .criticism import predictive_patterns, prior_dataset, residual_map, second_order_check
-from .diagnostics import ESS_MIN, RHAT_MAX, diagnostics_table, summary
+from .diagnostics import ESS_MIN, RHAT_MAX, diagnostics_table, summary, summary_of
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
@@ -69,5 +69,6 @@ __all__ = [
     "second_order_check",
     "summarize",
     "summary",
+    "summary_of",
 ]
 

@@ -7,13 +7,14 @@ of any draws.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
 from ..errors import InvalidParameterError
+from ..models.lgcp_start import resolution_cells
 from ..settings import DEFAULT_THRESHOLDS
 
 #: default relative-risk thresholds of :func:`exceedance`
@@ -244,14 +245,17 @@ def resolution_check(model: Any, posterior: xr.Dataset) -> dict[str, float]:
         ``steps_per_range_t`` and ``h_t_over_range_t`` for the time axis.
     """
     _require(posterior, "range")
-    lat = model.lattice
-    spatial = lat.spacing[1:] if lat.ndim == 3 else lat.spacing
-    checks = [("range", "h", float(max(spatial)), "cells", "a smaller cell_size")]
-    if lat.ndim == 3 and "range_t" in posterior:
-        checks.append(("range_t", "h_t", float(lat.spacing[0]), "time steps",
-                       "a finer time step"))
+    return _resolution(posterior, resolution_cells(model.lattice))
+
+
+def _resolution(posterior: xr.Dataset, cells: Mapping[str, float]) -> dict[str, float]:
+    """:func:`resolution_check` against recorded cell sizes (``range`` and ``range_t``)."""
     out: dict[str, float] = {}
-    for name, hname, h, what, remedy in checks:
+    for name, hname, what, remedy in (("range", "h", "cells", "a smaller cell_size"),
+                                      ("range_t", "h_t", "time steps", "a finer time step")):
+        if name not in cells or name not in posterior:
+            continue
+        h = float(cells[name])
         r = float(posterior[name].median())
         n_per = "cells_per_range" if name == "range" else "steps_per_range_t"
         out.update({hname: h, f"{name}_median": r, n_per: r / h, f"{hname}_over_{name}": h / r})
@@ -260,7 +264,7 @@ def resolution_check(model: Any, posterior: xr.Dataset) -> dict[str, float]:
                 f"the posterior median {name} {r:.4g} spans only {r / h:.2g} {what} of size "
                 f"{h:g} (< {MIN_CELLS_PER_RANGE:g}): the field varies within cells and the grid "
                 f"is too coarse; refit with {remedy}.",
-                stacklevel=2)
+                stacklevel=3)
     return out
 
 

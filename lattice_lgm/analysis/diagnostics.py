@@ -6,14 +6,16 @@ Mean, sd, 95 % interval, rank R-hat, bulk and tail ESS and the cross-check per r
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
+from ..errors import InvalidParameterError
 from ..models import LGCP
-from ..models.lgcp_start import prepare
-from ._core import _require, resolution_check
+from ..models.lgcp_start import analysis_record
+from ._core import _require, _resolution
 
 #: the convergence rule of :func:`summary` (Vehtari, Gelman, Simpson, Carpenter & Bürkner 2021:
 #: rank-normalised split R-hat ≤ 1.01, bulk and tail ESS > 100 per chain for 4 chains)
@@ -50,39 +52,82 @@ def summary(model: Any, posterior: xr.Dataset, *, bound_fraction: float = 0.9,
     -------
     pandas.DataFrame
     """
-    if not isinstance(model, LGCP):
-        # any other model family: its posterior's scalar variables and coefficients, with
-        # the same diagnostics and convergence rule
-        rows = {n: posterior[n].values for n in posterior.data_vars
-                if posterior[n].dims == ("chain", "draw")}
-        if "beta" in posterior:
-            for n in posterior["beta"]["covariate"].values:
-                rows[str(n)] = posterior["beta"].sel(covariate=n).values
-        if loglik is not None:
-            rows["log_likelihood"] = np.asarray(loglik, dtype=float)
-        return diagnostics_table(rows)
-    _require(posterior, "sd", "range")
-    rows: dict[str, np.ndarray] = {"sd": posterior["sd"].values,
-                                   "range": posterior["range"].values}
-    if "range_t" in posterior:
-        rows["range_t"] = posterior["range_t"].values
-    _require(posterior, "intercept")
-    rows["intercept"] = posterior["intercept"].values
-    names = list(model.covariate_names)
-    if names:
-        _require(posterior, "beta")
-        for n in names:
+    # an LGCP states its rows, cross-check, bounds and cell sizes as its runs record them;
+    # any other family's table is its posterior's scalars and coefficients
+    meta = analysis_record(model) if isinstance(model, LGCP) else {}
+    return _table(posterior, meta, loglik, bound_fraction)
+
+
+def summary_of(tree: Any, *, bound_fraction: float = 0.9) -> Any:
+    """:func:`summary` of a run from its DataTree alone: no model, no data files.
+
+    The draws, ``sample_stats.loglik`` and what the run recorded for its analysis
+    (``attrs["analysis"]``: the rows, the cross-check's values, the ranges' upper bounds, the
+    cell sizes; :func:`lattice_lgm.models.lgcp_start.analysis_record`) — so a store can be
+    summarised on another machine, or after its data moved.
+
+    Parameters
+    ----------
+    tree : xarray.DataTree
+        :func:`lattice_lgm.open_store`'s or ``sample()``'s result.
+    bound_fraction : float
+        As :func:`summary`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        As :func:`summary`.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``tree`` has no posterior, or is a run of an LGCP written before runs recorded their
+        analysis (then :func:`summary` with the rebuilt model gives the table).
+    """
+    attrs = dict(tree.attrs)
+    if "posterior" not in tree.children:
+        raise InvalidParameterError(
+            "tree has no posterior group; give lattice_lgm.open_store(path) of a run store or "
+            "the result of sample().")
+    meta = attrs.get("analysis")
+    if meta is None and attrs.get("model") == "LGCP":
+        raise InvalidParameterError(
+            "this LGCP run was written before runs recorded what their summary needs (its "
+            "attrs have no 'analysis'); use analysis.summary(model, posterior) with the model "
+            "rebuilt from the stored config (lattice-lgm summary does so).")
+    stats = tree["sample_stats"].to_dataset() if "sample_stats" in tree.children else {}
+    loglik = stats["loglik"].values if "loglik" in stats else None
+    return _table(tree["posterior"].to_dataset(), meta or {}, loglik, bound_fraction)
+
+
+def _table(posterior: xr.Dataset, meta: Mapping[str, Any], loglik: Any,
+           bound_fraction: float) -> Any:
+    """The table of :func:`summary` from the draws and a run's analysis record."""
+    order = meta.get("rows")
+    covariates = ([str(n) for n in posterior["beta"]["covariate"].values]
+                  if "beta" in posterior else [])
+    if order is None:
+        names = [n for n in posterior.data_vars if posterior[n].dims == ("chain", "draw")]
+        order = names + covariates
+    rows: dict[str, np.ndarray] = {}
+    for n in order:
+        if n in covariates:
             rows[n] = posterior["beta"].sel(covariate=n).values
-    fits = prepare(model).check
-    check = ({} if fits is None else
-             fits.check_values(model, sd_fallback=float(np.median(rows["sd"]))))
+        else:
+            _require(posterior, n)
+            rows[n] = posterior[n].values
+    fits = dict(meta.get("cross_check", {}))
+    check = {k: float(v) for k, v in fits.items() if k in rows}
+    if "log_mean_intensity" in fits and "intercept" in rows:
+        # the GLM's intercept is log E λ; the field-free intercept is less E exp(f) = sd²/2
+        sd_hat = fits.get("sd", float(np.median(rows["sd"])) if "sd" in rows else 0.0)
+        check["intercept"] = float(fits["log_mean_intensity"]) - sd_hat**2 / 2
     if loglik is not None:
         rows["log_likelihood"] = np.asarray(loglik, dtype=float)
     df = diagnostics_table(rows, check)
     notes = df.attrs["notes"]
-    for name in ("range", "range_t"):
-        upper = model.prior_spec[name].upper if name in rows else np.inf
-        if np.isfinite(upper):
+    for name, upper in meta.get("bounds", {}).items():
+        if name in rows:
             frac = float((rows[name] > bound_fraction * upper).mean())
             if frac > 0.1:
                 notes.append(f"the {name} posterior presses on its upper bound {upper:g}: "
@@ -90,7 +135,7 @@ def summary(model: Any, posterior: xr.Dataset, *, bound_fraction: float = 0.9,
                              f"raise the {name} prior's upper bound (the torus grows with it)")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        resolution_check(model, posterior)
+        _resolution(posterior, meta.get("cells", {}))
     notes += [str(w.message) for w in caught]
     return df
 

@@ -32,8 +32,9 @@ from ..samplers import init_state, warm_start
 from ..spatialstats import min_contrast_lgcp, poisson_glm
 from .latent import BETA_PREFIX
 
-__all__ = ["START_SPREAD", "CrossCheck", "Prepared", "Start", "chain_starts", "cross_check",
-           "initial_state", "prepare", "sampler_theta", "start_values"]
+__all__ = ["START_SPREAD", "CrossCheck", "Prepared", "Start", "analysis_record",
+           "chain_starts", "cross_check", "initial_state", "prepare", "resolution_cells",
+           "sampler_theta", "start_values"]
 
 #: log-scale spread of overdispersed chain starts
 START_SPREAD = 0.3
@@ -60,19 +61,13 @@ class CrossCheck:
     min_contrast: Any = None
     warnings: tuple[str, ...] = ()
 
-    def check_values(self, model: Any, sd_fallback: float) -> dict[str, float]:
+    def values(self, model: Any) -> dict[str, float]:
         """The fits as the posterior names them, on the covariates' original scale.
 
-        ``sd`` and ``range`` (minimum contrast), each covariate's coefficient, and
-        ``intercept``: the GLM's log mean intensity less ``sd²/2`` (``E exp(f) =
-        exp(sd²/2)``).  The summary table's ``cross_check`` column.
-
-        Parameters
-        ----------
-        model : LGCP
-        sd_fallback : float
-            The ``sd`` that turns the GLM's log mean intensity into the field-free intercept
-            when minimum contrast was not fitted (the summary passes the posterior median).
+        ``sd`` and ``range`` (minimum contrast), each covariate's coefficient (the GLM) and
+        ``log_mean_intensity`` (the GLM's intercept: ``log E λ`` at the covariates' zero).  A
+        run records them (``attrs["analysis"]["cross_check"]``) for the summary table, whose
+        ``intercept`` is ``log_mean_intensity − sd²/2`` (``E exp(f) = exp(sd²/2)``).
         """
         out: dict[str, float] = {}
         if self.min_contrast is not None:
@@ -84,8 +79,7 @@ class CrossCheck:
                         zip(model.covariate_names, gb, strict=True)})
         else:
             gi = g.intercept
-        sd_hat = out.get("sd", sd_fallback)
-        out["intercept"] = float(gi) - sd_hat**2 / 2
+        out["log_mean_intensity"] = float(gi)
         return out
 
     def describe(self, model: Any) -> list[str]:
@@ -248,6 +242,46 @@ def prepare(model: Any) -> Prepared:
         check = cross_check(model) if model.cross_check else None
         got = _PREPARED[model] = Prepared(check, start_values(model, check))
     return got
+
+
+def resolution_cells(lattice: Any) -> dict[str, float]:
+    """The cell size each range is compared with by the resolution check.
+
+    ``range``: the largest spatial side; ``range_t`` (space-time): the time step.
+    """
+    spatial = lattice.spacing[1:] if lattice.ndim == 3 else lattice.spacing
+    out = {"range": float(max(spatial))}
+    if lattice.ndim == 3:
+        out["range_t"] = float(lattice.spacing[0])
+    return out
+
+
+def analysis_record(model: Any) -> dict[str, Any]:
+    """What the summary of a run needs beyond its draws, recorded in the store (decision 101).
+
+    So that :func:`lattice_lgm.analysis.summary_of` reads a run from its store alone (data
+    moved or gone, another machine): the table's rows in order, the cross-check's values
+    (:meth:`CrossCheck.values`, empty without one), the ranges' finite upper bounds and the
+    cell sizes of the resolution check.
+
+    Parameters
+    ----------
+    model : LGCP
+
+    Returns
+    -------
+    dict
+        ``rows`` (list of str), ``cross_check`` (str → float), ``bounds`` (str → float),
+        ``cells`` (str → float): JSON-ready.
+    """
+    spec = model.prior_spec
+    fits = prepare(model).check
+    ranges = ["range", *(["range_t"] if "range_t" in spec else [])]
+    return {"rows": ["sd", *ranges, "intercept", *model.covariate_names],
+            "cross_check": {} if fits is None else fits.values(model),
+            "bounds": {k: float(spec[k].upper) for k in ranges
+                       if math.isfinite(float(spec[k].upper))},
+            "cells": resolution_cells(model.lattice)}
 
 
 def chain_starts(model: Any, start: Start, rngs: Sequence[np.random.Generator],

@@ -198,6 +198,9 @@ class _Plan:
         emb = getattr(prior, "embedding_shape", None)
         if emb is not None:
             out["embedding_shape"] = list(emb)
+        record = getattr(v, "analysis_attrs", None)  # optional in the RunView protocol
+        if record is not None:
+            out["analysis"] = record()
         return out
 
 

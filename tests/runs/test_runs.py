@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 
@@ -678,3 +679,24 @@ def test_library_versions_match_the_modules_without_importing_them():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=os.environ.copy(), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_the_store_alone_gives_the_summary_the_model_gives(model, reference):
+    """analysis.summary_of reads what the run recorded (decision 101): no model, no data."""
+    from lattice_lgm import analysis
+
+    tree = open_store(reference)
+    rec = tree.attrs["analysis"]
+    assert rec["rows"] == ["sd", "range", "intercept", "z"]
+    assert rec["bounds"] == {"range": model.prior_spec["range"].upper}
+    assert set(rec["cross_check"]) == {"sd", "range", "z", "log_mean_intensity"}
+    alone = analysis.summary_of(tree)
+    with_model = analysis.summary(model, tree["posterior"].to_dataset(),
+                                  loglik=tree["sample_stats"]["loglik"].values)
+    assert list(alone.index) == ["sd", "range", "intercept", "z", "log_likelihood"]
+    pd.testing.assert_frame_equal(alone, with_model)
+    assert alone.attrs == with_model.attrs
+    # the cross-check's intercept is the GLM's log mean intensity less sd²/2
+    cc = rec["cross_check"]
+    assert alone.loc["intercept", "cross_check"] == pytest.approx(
+        cc["log_mean_intensity"] - cc["sd"] ** 2 / 2)
