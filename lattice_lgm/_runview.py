@@ -113,7 +113,7 @@ class LGCPView:
 
     def __init__(self, model: Any) -> None:
         self.model = model
-        self.lgm = model.model
+        self.lgm = model.lgm
         lat = model.lattice
         self.dims, self.shape = tuple(lat.dims), tuple(lat.shape)
         self.field_coords = {k: np.asarray(v) for k, v in lat.coords().items()}

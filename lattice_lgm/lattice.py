@@ -216,3 +216,22 @@ class Lattice:
         u = f" {self.units}" if self.units else ""
         return (f"Lattice(shape={self.shape}, spacing={self.spacing}{u}, origin={self.origin}, "
                 f"dims={self.dims}" + (f", crs={self.crs!r}" if self.crs else "") + ")")
+
+
+#: area of one target unit in square metres
+_AREA_M2 = {"m2": 1.0, "ha": 1e4, "km2": 1e6}
+#: lattice length units in metres
+_LENGTH_M = {"m": 1.0, "metre": 1.0, "meter": 1.0, "metres": 1.0, "meters": 1.0, "km": 1e3,
+             "kilometre": 1e3, "kilometer": 1e3}
+
+
+def measure_unit(lattice: Lattice, time_units: str | None = None) -> str:
+    """The unit of the exposure: ``u``, ``u²`` or ``u²·time`` (1-D, 2-D, space-time).
+
+    ``u`` is the coordinate units; in space-time the exposure is area × time step and
+    ``time_units`` names the time axis' unit.
+    """
+    u = lattice.units or "unit"
+    if lattice.ndim == 3:
+        return f"{u}²·{time_units or 'time unit'}"
+    return u if lattice.ndim == 1 else f"{u}²"

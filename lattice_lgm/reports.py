@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .errors import InvalidParameterError
+from .lattice import _LENGTH_M, measure_unit
 
 __all__ = ["describe_run", "print_run_summary", "print_summary", "write_maps"]
 
@@ -102,8 +103,6 @@ def _print_table(table: Any, posterior: Any, file: TextIO | None) -> Any:
 
 def _intensity_per(units: str | None) -> str | None:
     """``"ha"`` when the coordinates are in metres, else None (points per unit²)."""
-    from .analysis._core import _LENGTH_M
-
     return "ha" if _LENGTH_M.get((units or "").strip().lower()) == 1.0 else None
 
 
@@ -121,7 +120,7 @@ def _maps_from_summaries(model: Any, summ: Any) -> tuple:
     The pooled mean of chains with ``n_c`` draws and means ``m_c`` is ``Σ n_c m_c / Σ n_c``;
     the exceedance probability is ``Σ counts_c / Σ n_c``.
     """
-    from .analysis._core import _per_factor, measure_unit
+    from .analysis._core import _per_factor
 
     n = summ["n_draws"]
     total = int(n.sum())

@@ -16,6 +16,7 @@ from .errors import (
     ShapeMismatchError,
 )
 from .lattice import Lattice
+from .priors import CirculantPrior
 from .priors.base import as_rng
 from .spatialstats._geometry import _as_window
 
@@ -91,8 +92,6 @@ def simulate_lgcp(
     lattice : Lattice
         The lattice (dims ``("y", "x")``).
     """
-    from .priors import CirculantPrior
-
     win = _as_window(window)
     h = positive_float("cell_size", cell_size, "a length > 0 in coordinate units")
     gen = as_rng(rng)

@@ -74,7 +74,7 @@ def project(tmp_path_factory):
     path = _write_project(d)
     model = load_config(path).build_model()
     rngs = chain_rngs(SEED, CHAINS)
-    state, sweep = initial_state(model, rngs)[0], default_sweep(model.model, n_latent=2)
+    state, sweep = initial_state(model, rngs)[0], default_sweep(model.lgm, n_latent=2)
     states = []
     for _ in range(4):
         state, _ = sweep.step(state, rngs)

@@ -77,7 +77,6 @@ def test_a_geojson_window_in_metres_is_not_refused_as_lonlat(tmp_path):
 @pytest.mark.parametrize("cell, refused", [(0.01, True), (0.1, True), (10.0, False)])
 def test_a_lattice_too_large_to_build_is_refused_before_binning(cell, refused, monkeypatch):
     """bei's window at 0.01 m: a raw MemoryError for 37 GiB before; at 0.1 m a GLM traceback."""
-    import lattice_lgm.window as W
     from lattice_lgm.models import lgcp as L
     from lattice_lgm.runs import ResourceLimitError
 
@@ -88,7 +87,7 @@ def test_a_lattice_too_large_to_build_is_refused_before_binning(cell, refused, m
         calls.append(1)
         raise RuntimeError("binned")
 
-    monkeypatch.setattr(W, "bin_points", binning)
+    monkeypatch.setattr(L, "bin_points", binning)
     if refused:
         with pytest.raises(ResourceLimitError, match=r"cells needs ≈ .* GiB .*coarser cell_size"):
             LGCP(_points(), (0, 1000, 0, 500), cell_size=cell, units="m")

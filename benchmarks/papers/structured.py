@@ -314,7 +314,7 @@ def run(prob: Problem, *, chains: int, tune: int, draws: int, seed: int, work: P
     tag = f"{prob.name}_{prob.backend}_{'x'.join(map(str, prob.lattice.shape))}"
     store = work / f"{tag}_c{chains}_t{tune}_d{draws}_f{thin_fields}.zarr"
     model = lgcp if lgcp is not None else prob.model
-    sweep = (default_sweep(lgcp.model, REPRESENTATION, n_latent=N_LATENT)
+    sweep = (default_sweep(lgcp.lgm, REPRESENTATION, n_latent=N_LATENT)
              if lgcp is not None else _sweep(prob.model))
     tree, post, start = sample_traced(model, sweep, n_chains=chains, n_iter=draws,
                                         n_burn=tune, seed=seed, store=store, prior_term=False,
@@ -616,10 +616,10 @@ def run_all(names: Sequence[str], st: Settings, work: Path) -> dict[str, Any]:
             key = f"bei/{cell:g}m"
             if key not in runs:
                 lgcp = bei_lgcp(cell)
-                prob = Problem("bei", "circulant", lgcp.model, lgcp.lattice,
+                prob = Problem("bei", "circulant", lgcp.lgm, lgcp.lattice,
                                {"cells": int(lgcp.lattice.size), "cell_m": cell,
                                 "shape": list(lgcp.lattice.shape),
-                                "torus": list(lgcp.model.prior.state_shape)})
+                                "torus": list(lgcp.lgm.prior.state_shape)})
                 print(f"[structured] {key}: {prob.info}", flush=True)
                 runs[key] = run(prob, chains=st.bei_chains, tune=st.bei_tune,
                                 draws=st.bei_draws, seed=_seed("structured", "bei", cell),

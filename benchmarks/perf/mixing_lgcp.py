@@ -175,7 +175,7 @@ def run_one(problem: str, method: str, iterations: int, tune: int, budget: float
     from lattice_lgm.samplers import chain_rngs, default_sweep
 
     model, truth = build(problem)
-    names = list(model.model.hyper_names)
+    names = list(model.lgm.hyper_names)
     coef = list(model.coef_names)
     if checkpoint is not None and checkpoint.exists():
         with open(checkpoint, "rb") as fh:
@@ -192,7 +192,7 @@ def run_one(problem: str, method: str, iterations: int, tune: int, budget: float
         state, report = initial_state(model, rngs)
         t_warm = time.perf_counter() - t0
         warm = report.to_dict() if report else None
-        sweep = default_sweep(model.model, method, tune=tune if method == "hmc" else 0)
+        sweep = default_sweep(model.lgm, method, tune=tune if method == "hmc" else 0)
         trace = {k: [] for k in (*names, *coef, "loglik")}
         clock, steps = [], []
     def save() -> None:

@@ -100,7 +100,7 @@ def export() -> None:
     from lattice_lgm.samplers._latent import loglik_at
 
     m = _bei()
-    lm = m.model
+    lm = m.lgm
     hp = lm.hyperpriors
     assert tuple(lm.hyper_names) == ("sd", "range", "mean"), lm.hyper_names
     prior = m.prior
@@ -145,7 +145,7 @@ def ours(tune: int, draws: int, seed: int, tag: str = "", label: str = "ours") -
     rngs = chain_rngs(seed, 4)
     state = initial_state(m, rngs)[0]
     t_warm = time.perf_counter() - t0
-    sweep = default_sweep(m.model, "hmc", tune=tune)
+    sweep = default_sweep(m.lgm, "hmc", tune=tune)
     out = {k: [] for k in NAMES}
     steps = []
     for i in range(tune + draws):

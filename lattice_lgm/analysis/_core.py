@@ -14,31 +14,14 @@ import numpy as np
 import xarray as xr
 
 from ..errors import InvalidParameterError
+from ..lattice import _AREA_M2, _LENGTH_M, measure_unit
 from ..models.lgcp_start import resolution_cells
 from ..settings import DEFAULT_THRESHOLDS
+from ..window import Window
 
 #: default relative-risk thresholds of :func:`exceedance`
 #: the posterior range should span at least this many cells (else the grid is too coarse)
 MIN_CELLS_PER_RANGE = 5.0
-#: area of one target unit in square metres
-_AREA_M2 = {"m2": 1.0, "ha": 1e4, "km2": 1e6}
-#: lattice length units in metres
-_LENGTH_M = {"m": 1.0, "metre": 1.0, "meter": 1.0, "metres": 1.0, "meters": 1.0, "km": 1e3,
-             "kilometre": 1e3, "kilometer": 1e3}
-
-
-def measure_unit(lattice: Any, time_units: str | None = None) -> str:
-    """The unit of the exposure: ``u``, ``u²`` or ``u²·time`` (1-D, 2-D, space-time).
-
-    ``u`` is the coordinate units; in space-time the exposure is area × time step and
-    ``time_units`` names the time axis' unit.
-    """
-    u = lattice.units or "unit"
-    if lattice.ndim == 3:
-        return f"{u}²·{time_units or 'time unit'}"
-    return u if lattice.ndim == 1 else f"{u}²"
-
-
 def _unit(model: Any) -> str:
     return measure_unit(model.lattice, getattr(model, "time_units", None))
 
@@ -212,8 +195,6 @@ def expected_counts(model: Any, posterior: xr.Dataset, region: Any = None) -> xr
     -------
     xarray.DataArray, dims (chain, draw)
     """
-    from ..window import Window
-
     lam = intensity(model, posterior)
     if region is None:
         area = model.exposure

@@ -11,7 +11,9 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from ..covariance import Matern
 from ..errors import InvalidParameterError, UnsupportedOperationError
+from ..spatialstats import global_envelope, lfunction, lgcp_pcf, pcf
 from ._core import _reported, intensity, measure_unit
 
 
@@ -33,18 +35,18 @@ def prior_dataset(model: Any, n: int, rng: np.random.Generator) -> xr.Dataset:
     lat = model.lattice
     hp = model.prior_spec
     draws = {k: np.array([float(hp[k].sample(rng)) for _ in range(n)])
-             for k in model.model.hyper_names}
+             for k in model.lgm.hyper_names}
     f = np.empty((n, *lat.shape))
     for i in range(n):
         theta = {k: draws[k][i] for k in ("sd", "range")}
-        prior = model.model.prior_for(theta, model.prior)
+        prior = model.lgm.prior_for(theta, model.prior)
         f[i] = prior.sample(rng, 1)[0]  # exact draws on the window (every backend)
     data = {"f": (("chain", "draw", *lat.dims), f[None])}
     as_coef = getattr(model, "hyper_coefficients", {})
     coords: dict[str, Any] = {"chain": [0], "draw": np.arange(n), **lat.coords()}
     coef = np.zeros((n, 0))
     if model.coef_names:
-        sds = np.asarray(model.model.beta_sd)
+        sds = np.asarray(model.lgm.beta_sd)
         block = iter((sds * rng.standard_normal((n, len(sds)))).T)
         coef = np.stack([draws[as_coef[c]] if c in as_coef else next(block)
                          for c in model.coef_names], axis=1)
@@ -123,9 +125,6 @@ def second_order_check(model: Any, posterior: xr.Dataset, *, nsim: int = 99,
         pcf here is the homogeneous one, so covariate-driven clustering appears in it too; the
         envelope (simulated from the fitted model, covariates included) accounts for that.
     """
-    from ..covariance import Matern
-    from ..spatialstats import global_envelope, lfunction, lgcp_pcf, pcf
-
     if stat not in ("pcf", "L"):
         raise InvalidParameterError(f"stat={stat!r} must be 'pcf' or 'L'.")
     if model.lattice.ndim != 2:

@@ -51,6 +51,7 @@ import numpy as np
 
 from .._validation import positive_float
 from ..covariance import Covariance, Matern, SpaceTime
+from ..covariates import build_design
 from ..errors import (
     InvalidParameterError,
     ResourceLimitError,
@@ -61,7 +62,9 @@ from ..lattice import Lattice
 from ..likelihoods import Poisson
 from ..priors import BACKENDS as PRIOR_BACKENDS
 from ..priors import CirculantPrior, DensePrior, GaussianPrior, GMRFPrior
+from ..priors._gmrf_structures import _alpha
 from ..threads import MEMORY_FRACTION, available_memory
+from ..window import Window, bin_points, lattice_for_window, read_points
 from .latent import BETA_PREFIX, LatentGaussianModel
 from .reporting import LGCPReporting
 
@@ -216,7 +219,9 @@ class LGCP(LGCPReporting):
 
     Attributes
     ----------
-    window, lattice, binned, counts, exposure, inside, design, model, prior, likelihood
+    window, lattice, binned, counts, exposure, inside, design, prior, likelihood
+    lgm : LatentGaussianModel
+        What the samplers run on (``model`` before issue 28: deprecated).
     prior_spec : dict of str to Hyperprior
         The priors in force (``sd``, ``range``, ``mean``).
     cross_check : bool
@@ -269,8 +274,6 @@ class LGCP(LGCPReporting):
         allow_dense: bool = False,
         cross_check: bool = True,
     ) -> None:
-        from ..window import Window, bin_points, lattice_for_window, read_points
-
         if coefficients not in ("block", "hyper"):
             raise InvalidParameterError(
                 f"coefficients={coefficients!r} must be 'block' (in the Gaussian block with the "
@@ -369,7 +372,8 @@ class LGCP(LGCPReporting):
             sds.insert(0, ip.sd)
             self.coef_names.insert(0, INTERCEPT)
             mean0 = 0.0
-        self.model = LatentGaussianModel(
+        #: the latent Gaussian model the samplers run on (prior, likelihood, hyperpriors)
+        self.lgm = LatentGaussianModel(
             self.prior, self.likelihood, hyperpriors=hyper, mean=mean0,
             offset=self.offset, covariates=np.array(cols) if cols else None,
             beta_sd=np.array(sds) if sds else 1.0, hyper_covariates=hyper_cov,
@@ -402,8 +406,6 @@ class LGCP(LGCPReporting):
                     "covariates={name: DataArray or path, ...}."
                 )
             return None
-        from ..covariates import build_design
-
         if not isinstance(covariates, Mapping) or not all(isinstance(k, str)
                                                           for k in covariates):
             raise InvalidParameterError(
@@ -516,6 +518,13 @@ class LGCP(LGCPReporting):
                 f"per proposal; use 'circulant' or 'gmrf', or pass allow_dense=True.")
         return DensePrior.from_lattice(lat, kernel)
 
+    @property
+    def model(self) -> LatentGaussianModel:
+        """Deprecated: :attr:`lgm` (``model.model`` read as a riddle; issue 28)."""
+        warnings.warn("LGCP.model is now LGCP.lgm (the latent Gaussian model); the old name "
+                      "goes in a later release.", DeprecationWarning, stacklevel=2)
+        return self.lgm
+
     def __repr__(self) -> str:
         return (f"LGCP({self.n_points} points, lattice {self.lattice.shape}, backend "
                 f"{self.backend!r})")
@@ -523,8 +532,6 @@ class LGCP(LGCPReporting):
 
 def _smoothness(backend: str, nu: Any, alpha: Any, ndim: int) -> tuple[float, int | None]:
     """``(ν, α)`` of the field prior; a smoothness key the backend would ignore is an error."""
-    from ..priors._gmrf_structures import _alpha
-
     if backend == "gmrf":
         if nu is not None:
             raise InvalidParameterError(

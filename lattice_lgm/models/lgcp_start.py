@@ -305,7 +305,7 @@ def chain_starts(model: Any, start: Start, rngs: Sequence[np.random.Generator],
     -------
     list of dict
     """
-    lgm = model.model
+    lgm = model.lgm
     out = []
     for r in rngs:
         theta = {}
@@ -351,7 +351,7 @@ def sampler_theta(model: Any, start: Start, values: Mapping[str, float],
     InvalidParameterError
         An unknown name, a non-finite value or one outside its prior's support.
     """
-    lgm = model.model
+    lgm = model.lgm
     hyper = {k: hp for k, hp in lgm.hyperpriors.items() if k != "mean"}
     names = [*hyper, *(["intercept"] if "mean" in lgm.hyperpriors else [])]
     unknown = sorted(set(values) - set(names))
@@ -415,7 +415,7 @@ def initial_state(model: Any, rngs: Sequence[np.random.Generator],
         The warm start's report (None with ``warm=False``).
     """
     start = prepare(model).start if start is None else start
-    lgm = model.model
+    lgm = model.lgm
     if theta is None:
         starts = chain_starts(model, start, rngs, spread)
     else:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidParameterError, ShapeMismatchError
+from ..lattice import measure_unit
 
 
 class LGCPReporting:
@@ -159,8 +160,6 @@ class LGCPReporting:
         ``lattice_lgm.models.lgcp_start.prepare(model).describe(model)``.
         """
         lat, b = self.lattice, self.binned
-        from ..analysis import measure_unit
-
         u = lat.units or "units"
         mu = measure_unit(lat, self.time_units)
         where = f"a {self.window.kind} window of area {self.area:.6g} {mu}"

@@ -33,7 +33,7 @@ import numpy as np
 from scipy import linalg
 from scipy.linalg.lapack import dlauum as _dlauum
 
-from .._validation import finite_array
+from .._validation import finite_array, positive_float
 from ..covariance import Covariance
 from ..covariance._distances import _Distances
 from ..errors import InvalidCovarianceError, InvalidParameterError, NotPositiveDefiniteError
@@ -199,8 +199,6 @@ class DensePrior(GaussianPrior):
 
     def _init_matrix(self, k: np.ndarray, jitter: float | str) -> None:
         if jitter != "auto" and not isinstance(jitter, _AutoFrom):
-            from .._validation import positive_float
-
             if float(jitter) != 0.0:
                 positive_float("jitter", jitter, "jitter is an absolute variance >= 0 or 'auto'")
         self.state_shape = self.white_shape = self.shape

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from .._validation import chain_array, finite_array
 from ..errors import InvalidParameterError, ShapeMismatchError
 from ..models.latent import LatentGaussianModel
 from ._kernels import site_kernels
@@ -139,8 +140,6 @@ def state_from_fields(
     LatentState
     """
     n = len(theta)
-    from .._validation import chain_array, finite_array
-
     f = chain_array("f", f, model.prior.state_shape)
     finite_array("f", f)
     if len(f) != n or len(rngs) != n:

@@ -46,6 +46,7 @@ from ..priors import GaussianPrior
 from ..priors.base import FourierPrior, fourier
 from ..threads import chain_thread_init, chain_threads
 from ._latent import loglik_at, state_from_fields
+from .ess import EllipticalSlice
 from .state import LatentState
 
 __all__ = ["ModeResult", "WarmStartReport", "field_mode", "warm_start"]
@@ -383,8 +384,6 @@ def warm_start(model: LatentGaussianModel, rngs: Sequence[np.random.Generator],
     state : LatentState
     report : WarmStartReport
     """
-    from .ess import EllipticalSlice
-
     t0 = time.perf_counter()
     n = len(rngs)
     if len(theta) != n:

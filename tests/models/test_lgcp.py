@@ -86,11 +86,17 @@ def test_start_values_come_from_the_cross_check(model):
     assert not prepare(plain).check.min_contrast.inhomogeneous
 
 
+def test_the_old_name_of_the_latent_model_warns():
+    m = LGCP(_pattern(), (0, 100, 0, 100), cell_size=25.0, cross_check=False)
+    with pytest.warns(DeprecationWarning, match="LGCP.lgm"):
+        assert m.model is m.lgm
+
+
 def test_the_model_is_a_description():
     """Building an LGCP fits nothing: its own hyperparameters are the priors' medians."""
     m = LGCP(_pattern(), (0, 100, 0, 100), cell_size=12.5)
     spec = m.prior_spec
-    theta0 = m.model.initial_theta()
+    theta0 = m.lgm.initial_theta()
     assert theta0["sd"] == pytest.approx(float(spec["sd"].ppf(0.5)))
     assert theta0["range"] == pytest.approx(float(spec["range"].ppf(0.5)))
     assert theta0["mean"] == pytest.approx(float(spec["mean"].ppf(0.5)))
@@ -238,7 +244,7 @@ def test_resolution_check_warns_for_coarse_grids(model):
 def test_a_short_run_gives_a_posterior_in_the_documented_layout(model):
     rngs = chain_rngs(3, 2)
     state = initial_state(model, rngs)[0]
-    sweep = default_sweep(model.model, n_latent=2)
+    sweep = default_sweep(model.lgm, n_latent=2)
     states = []
     for _ in range(3):
         state, _ = sweep.step(state, rngs)
@@ -440,11 +446,11 @@ def test_bei_builds_with_its_covariates():
 def test_intercept_in_the_gaussian_block(model):
     m = LGCP(_pattern(), (0, 100, 0, 100), cell_size=6.25, units="m",
              covariates={"z": _covariate()}, formula="~ z", intercept="block")
-    assert m.model.hyper_names == ("sd", "range")
+    assert m.lgm.hyper_names == ("sd", "range")
     assert m.coef_names == ["(intercept)", "z"]
     centre = math.log(300 / 1e4)
     np.testing.assert_allclose(m.offset, centre)
-    np.testing.assert_allclose(m.model.beta_sd, [5.0, 1.0])
+    np.testing.assert_allclose(m.lgm.beta_sd, [5.0, 1.0])
     # the same reported intercept and coefficient as the hyper model when block intercept +
     # centre = the hyper model's intercept parameter
     rng = np.random.default_rng(3)
@@ -460,7 +466,7 @@ def test_intercept_in_the_gaussian_block(model):
         m.reported_coefficients(b_std[..., None])
     rngs = chain_rngs(4, 2)
     state = initial_state(m, rngs)[0]
-    state, _ = default_sweep(m.model, n_latent=2).step(state, rngs)
+    state, _ = default_sweep(m.lgm, n_latent=2).step(state, rngs)
     assert state.beta.shape == (2, 2)
     with pytest.raises(InvalidParameterError, match="intercept"):
         LGCP(_pattern(), (0, 100, 0, 100), cell_size=10.0, intercept="free")
@@ -529,7 +535,7 @@ def test_one_dimensional_lgcp_on_the_coal_mining_disasters():
     assert m.prior_spec["range"].ndim == 1
     rngs = chain_rngs(2, 2)
     state = initial_state(m, rngs)[0]
-    state, _ = default_sweep(m.model, n_latent=2).step(state, rngs)
+    state, _ = default_sweep(m.lgm, n_latent=2).step(state, rngs)
     post = analysis.posterior_dataset(m, [state])
     assert analysis.intensity(m, post).dims == ("chain", "draw", "x")
     assert analysis.intensity(m, post).attrs["units"] == "points per d"
@@ -542,8 +548,8 @@ def test_coefficients_as_hyperparameters(model):
     the log intensity and the original-scale coefficients are those of the block model."""
     m = LGCP(_pattern(), (0, 100, 0, 100), cell_size=6.25, units="m",
              covariates={"z": _covariate()}, formula="~ z", coefficients="hyper")
-    assert m.model.hyper_names == ("sd", "range", "mean", "beta_z")
-    assert m.model.n_beta == 0 and m.coef_names == ["z"]
+    assert m.lgm.hyper_names == ("sd", "range", "mean", "beta_z")
+    assert m.lgm.n_beta == 0 and m.coef_names == ["z"]
     assert m.hyper_coefficients == {"z": "beta_z"}
     assert m.prior_spec["beta_z"].sd == 1.0
     assert prepare(m).start.theta["beta_z"] == pytest.approx(float(prepare(m).check.glm.coef[0]))
@@ -551,7 +557,7 @@ def test_coefficients_as_hyperparameters(model):
     # η at the observed cells: mean + beta_z · z (standardised) + offset, exactly
     theta = {"sd": 1.0, "range": 20.0, "mean": -3.0, "beta_z": 0.4}
     col = np.nan_to_num(m.design.columns[0], nan=0.0).reshape(-1)[m.likelihood.obs_index]
-    np.testing.assert_allclose(m.model.base_obs(theta), -3.0 + 0.4 * col, rtol=1e-14)
+    np.testing.assert_allclose(m.lgm.base_obs(theta), -3.0 + 0.4 * col, rtol=1e-14)
     # the same fake posterior gives the same log intensity under both parameterisations
     post = _fake_posterior(model)
     np.testing.assert_allclose(analysis.log_intensity(m, post).values,
@@ -560,7 +566,7 @@ def test_coefficients_as_hyperparameters(model):
     rngs = chain_rngs(8, 2)
     state = initial_state(m, rngs)[0]
     b0 = state.theta["beta_z"].copy()
-    sweep = default_sweep(m.model, n_latent=2)
+    sweep = default_sweep(m.lgm, n_latent=2)
     states = []
     for _ in range(3):
         state, _ = sweep.step(state, rngs)

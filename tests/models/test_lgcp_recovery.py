@@ -46,7 +46,7 @@ def test_simulated_lgcps_are_recovered_at_the_stated_coverage():
         assert m.lattice.shape == lat.shape
         rngs = chain_rngs(rep, 4)
         state = initial_state(m, rngs)[0]
-        sweep = default_sweep(m.model)
+        sweep = default_sweep(m.lgm)
         states = []
         for k in range(600):
             state, _ = sweep.step(state, rngs)

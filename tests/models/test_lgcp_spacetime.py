@@ -99,7 +99,7 @@ def _lattice():
 
 def test_space_time_lgcp_builds_runs_and_reports():
     m = LGCP(_pattern(), (0, 100, 0, 100), lattice=_lattice(), time_units="day")
-    assert m.model.hyper_names == ("sd", "range", "mean", "range_t")
+    assert m.lgm.hyper_names == ("sd", "range", "mean", "range_t")
     assert m.prior.sized_for_range == (10.0, 50.0, 50.0)  # (T/2, L/2, L/2)
     assert m.prior_spec["range_t"].upper == 10.0
     assert prepare(m).start.theta["range_t"] == pytest.approx(m.prior_spec["range_t"].ppf(0.5))
@@ -110,7 +110,7 @@ def test_space_time_lgcp_builds_runs_and_reports():
     assert m.counts.sum() == 300
     rngs = chain_rngs(2, 2)
     state = initial_state(m, rngs)[0]
-    sweep = default_sweep(m.model, n_latent=2)
+    sweep = default_sweep(m.lgm, n_latent=2)
     states = []
     for _ in range(3):
         state, _ = sweep.step(state, rngs)

@@ -637,7 +637,7 @@ def test_initvals_start_the_chains_where_asked(model):
 
     starts = [{"sd": 0.5, "range": 30.0, "intercept": -3.6},
               {"sd": 0.9, "range": 45.0, "intercept": -3.4}]
-    step = Gibbs(None, EllipticalSlice(model.model), n_latent=1)
+    step = Gibbs(None, EllipticalSlice(model.lgm), n_latent=1)
     t = sample(model, **PW, draws=2, tune=0, chains=2, random_seed=1, checkpoint_every=2,
                progressbar=False, initvals=starts, step=step)
     post, d = t["posterior"], model.design

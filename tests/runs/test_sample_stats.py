@@ -55,8 +55,8 @@ def test_the_default_sweeps_say_what_they_add():
     from tests.runs.test_runs import build_model
 
     m = build_model(n=60)
-    assert getattr(default_sweep(m.model, "prior-white"), "sample_stats", ()) == ()
-    names = [n for n, _, _ in default_sweep(m.model, "hmc", tune=20).sample_stats]
+    assert getattr(default_sweep(m.lgm, "prior-white"), "sample_stats", ()) == ()
+    names = [n for n, _, _ in default_sweep(m.lgm, "hmc", tune=20).sample_stats]
     assert names == ["acceptance_rate", "step_size", "n_steps", "diverging"]
 
 

@@ -191,7 +191,7 @@ def lgcp_draws(model, seed: int, tune: int, draws: int, names=("sd", "range"),
 
     rngs = chain_rngs(seed, 4)
     state = initial_state(model, rngs)[0]
-    sweep = default_sweep(model.model, method, tune=tune)
+    sweep = default_sweep(model.lgm, method, tune=tune)
     out: dict[str, list] = {k: [] for k in names}
     for i in range(tune + draws):
         state, _ = sweep.step(state, rngs)

@@ -89,7 +89,7 @@ def test_lgcp_sampler_builds_the_interweaving_sweep():
     rng = np.random.default_rng(0)
     pts = rng.uniform(0, 100, size=(200, 2))
     m = LGCP(pts, (0, 100, 0, 100), cell_size=10.0, backend="dense")
-    sw = default_sweep(m.model, "asis")
+    sw = default_sweep(m.lgm, "asis")
     assert [h.representation for h in sw.hyper] == ["fixed", "prior-white"]
     assert default_method_for(m.backend) == "prior-white"
     # a smooth kernel on the torus (Matérn ν > 5) has no fixed-f move, so no interweaving
