@@ -304,16 +304,29 @@ def _cmd_summary(args: argparse.Namespace) -> int:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    cfg, model, store = _from_store(args.store)
-    if not _has_maps(model):
-        raise InvalidParameterError(
-            f"{args.store} holds a {type(model).__name__} run (model.family); the maps are "
-            "the LGCP's (intensity, exceedance). Read its posterior with "
-            "lattice_lgm.open_store and `lattice-lgm summary`.")
+    store = _store_at(args.store)
     _intact(store, args.store)
     tree = store.open_store(args.store)
-    write_maps(model, _posterior(tree, args.store),
-               args.out if args.out is not None else cfg.maps_dir, cfg.thresholds,
+    if "lattice" in (tree.attrs.get("analysis") or {}):
+        # the LGCP as its store holds it: no data file is read (they may have moved)
+        model = _module("analysis", "the analysis").StoredLGCP(tree)
+        output = store.read_config(args.store).get("output") or {}
+        out_dir = args.out if args.out is not None else output.get("maps")
+        if out_dir is None:
+            raise InvalidParameterError(
+                f"{args.store} was run from Python without a config, so it names no maps "
+                "directory; give --out DIR.")
+        thresholds = tree.attrs["run_config"]["thresholds"]  # what the run counted
+    else:  # written before runs recorded their lattice: the model rebuilt from its config
+        cfg, model, _ = _from_store(args.store)
+        if not _has_maps(model):
+            raise InvalidParameterError(
+                f"{args.store} holds a {type(model).__name__} run (model.family); the maps "
+                "are the LGCP's (intensity, exceedance). Read its posterior with "
+                "lattice_lgm.open_store and `lattice-lgm summary`.")
+        out_dir = args.out if args.out is not None else cfg.maps_dir
+        thresholds = cfg.thresholds
+    write_maps(model, _posterior(tree, args.store), out_dir, thresholds,
                summaries=_summaries(tree))
     return 0
 

@@ -531,8 +531,11 @@ def test_summary_from_the_store_alone_after_the_data_moved(project, tmp_path, ca
     table = analysis.summary(model, tree["posterior"].to_dataset(),
                              loglik=tree["sample_stats"]["loglik"].values)
     assert table.to_string(float_format=lambda v: f"{v:.4g}") in out
-    # the maps still need the model (and so the data): refused naming the missing file
-    assert cli.main(["plot", str(d / "m.zarr"), "--out", str(tmp_path / "p")]) == 2
+    # and its maps (analysis.StoredLGCP: the lattice and covariates as the store holds them)
+    assert cli.main(["plot", str(d / "m.zarr"), "--out", str(tmp_path / "p")]) == 0
+    assert _pngs(tmp_path / "p") == MAPS
+    # a config that now points nowhere still fails where the data are needed, naming the file
+    assert cli.main(["resume", str(d / "m.zarr"), "--no-progress"]) == 2
     assert "pts.csv" in capsys.readouterr().err
 
 

@@ -48,12 +48,14 @@ from ._core import (
 )
 from .criticism import predictive_patterns, prior_dataset, residual_map, second_order_check
 from .diagnostics import ESS_MIN, RHAT_MAX, diagnostics_table, summary, summary_of
+from .stored import StoredLGCP
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
     "ESS_MIN",
     "MIN_CELLS_PER_RANGE",
     "RHAT_MAX",
+    "StoredLGCP",
     "diagnostics_table",
     "exceedance",
     "expected_counts",

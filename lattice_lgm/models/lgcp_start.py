@@ -272,16 +272,31 @@ def analysis_record(model: Any) -> dict[str, Any]:
     -------
     dict
         ``rows`` (list of str), ``cross_check`` (str → float), ``bounds`` (str → float),
-        ``cells`` (str → float): JSON-ready.
+        ``cells`` (str → float), ``lattice`` (its fields), ``time_units``, the window's
+        ``outline`` rings, and the covariates' ``center`` and ``scale``: JSON-ready
+        (:class:`lattice_lgm.analysis.StoredLGCP` rebuilds what the intensity and the maps
+        need from them and the stored data).
     """
     spec = model.prior_spec
     fits = prepare(model).check
     ranges = ["range", *(["range_t"] if "range_t" in spec else [])]
+    lat = model.lattice
+    d = model.design
     return {"rows": ["sd", *ranges, "intercept", *model.covariate_names],
             "cross_check": {} if fits is None else fits.values(model),
             "bounds": {k: float(spec[k].upper) for k in ranges
                        if math.isfinite(float(spec[k].upper))},
-            "cells": resolution_cells(model.lattice)}
+            "cells": resolution_cells(lat),
+            # the intensity's yardsticks: the lattice exactly, and the standardisation of the
+            # stored covariate columns (constant_data.covariates) back to their original scale
+            "lattice": {"shape": list(lat.shape), "spacing": [float(h) for h in lat.spacing],
+                        "origin": [float(o) for o in lat.origin], "dims": list(lat.dims),
+                        "units": lat.units, "crs": lat.crs},
+            "time_units": model.time_units,
+            # the window's boundary rings, drawn on the maps
+            "outline": [np.asarray(r, dtype=float).tolist() for r in model.window.outline()],
+            "center": [] if d is None else [float(c) for c in np.ravel(d.center)],
+            "scale": [] if d is None else [float(s) for s in np.ravel(d.scale)]}
 
 
 def chain_starts(model: Any, start: Start, rngs: Sequence[np.random.Generator],

@@ -700,3 +700,20 @@ def test_the_store_alone_gives_the_summary_the_model_gives(model, reference):
     cc = rec["cross_check"]
     assert alone.loc["intercept", "cross_check"] == pytest.approx(
         cc["log_mean_intensity"] - cc["sd"] ** 2 / 2)
+
+
+def test_the_store_alone_gives_the_intensity_the_model_gives(model, reference):
+    """analysis.StoredLGCP: the lattice, covariates and offsets as the store holds them."""
+    from lattice_lgm import analysis
+
+    tree = open_store(reference)
+    stored = analysis.StoredLGCP(tree)
+    assert stored.lattice == model.lattice and stored.covariate_names == model.covariate_names
+    np.testing.assert_array_equal(stored.inside, model.inside)
+    post = tree["posterior"].to_dataset()
+    for per in (None, "ha"):
+        a = analysis.intensity(stored, post, per=per)
+        b = analysis.intensity(model, post, per=per)
+        xr.testing.assert_identical(a, b)
+    with pytest.raises(InvalidParameterError, match="rebuild the model"):
+        analysis.StoredLGCP(xr.DataTree.from_dict({"posterior": post}))

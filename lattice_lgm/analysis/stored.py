@@ -1,0 +1,108 @@
+"""An LGCP as its run's store holds it: what the intensity and the maps need, without data files.
+
+A run records its lattice exactly and the standardisation of its covariate columns
+(``attrs["analysis"]``, :func:`lattice_lgm.models.lgcp_start.analysis_record`) beside the
+exposure, the cells inside the window, the offset and the standardised columns
+(``constant_data``) and the counts (``observed_data``).  :class:`StoredLGCP` rebuilds from them
+the part of :class:`~lattice_lgm.LGCP` that :func:`~lattice_lgm.analysis.intensity`,
+:func:`~lattice_lgm.analysis.relative_risk`, :func:`~lattice_lgm.analysis.exceedance` and the
+CLI's maps read, so a store is mapped on another machine, or after its data moved (decision
+101).  It has no points and no window geometry: the model criticism and
+:func:`~lattice_lgm.analysis.expected_counts` over a region still need the model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import InvalidParameterError
+from ..lattice import Lattice
+from ..models.reporting import LGCPReporting
+
+__all__ = ["StoredLGCP"]
+
+
+class _StoredDesign:
+    """The covariate columns as stored: standardised, with their centres and scales."""
+
+    def __init__(self, names: list[str], columns: np.ndarray, center: Any, scale: Any) -> None:
+        self.names = names
+        #: standardised columns, shape (*lattice.shape, p) (NaN outside the window)
+        self.X = np.moveaxis(np.asarray(columns, dtype=float), 0, -1)
+        self.center = np.asarray(center, dtype=float)
+        self.scale = np.asarray(scale, dtype=float)
+        # as DesignMatrix.X_original: ``center + scale · X``, the centre outside the window
+        self.X_original = self.center + self.scale * np.nan_to_num(self.X, nan=0.0)
+
+
+class _StoredWindow:
+    """The window as its maps draw it: the boundary rings."""
+
+    def __init__(self, rings: list) -> None:
+        self._rings = [np.asarray(r, dtype=float) for r in rings]
+
+    def outline(self) -> list[np.ndarray]:
+        """Boundary rings, each ``(k, 2)`` (as :meth:`lattice_lgm.window.Window.outline`)."""
+        return [r.copy() for r in self._rings]
+
+
+class StoredLGCP(LGCPReporting):
+    """The LGCP of a run, rebuilt from its store (no data files needed).
+
+    Parameters
+    ----------
+    tree : xarray.DataTree
+        The run (:func:`lattice_lgm.open_store`, or ``sample()``'s result).
+
+    Attributes
+    ----------
+    lattice : Lattice
+    time_units : str or None
+    counts, exposure : ndarray, shape lattice.shape
+    inside : ndarray of bool, shape lattice.shape
+    offset : ndarray or None
+    window : the boundary rings (``outline()``), for the maps
+    design : the stored covariate columns (``names``, ``X_original``) or None
+
+    Raises
+    ------
+    InvalidParameterError
+        ``tree`` is not an LGCP run, or was written before runs recorded their lattice.
+    """
+
+    def __init__(self, tree: Any) -> None:
+        attrs = dict(tree.attrs)
+        rec = attrs.get("analysis") or {}
+        if attrs.get("model") != "LGCP" or "lattice" not in rec:
+            raise InvalidParameterError(
+                f"tree holds {'an LGCP run' if attrs.get('model') == 'LGCP' else 'no LGCP run'}"
+                " without the lattice recorded for its analysis (attrs['analysis']); rebuild "
+                "the model from the stored config instead (lattice_lgm.resume or "
+                "RunConfig.from_resolved(read_config(path)).build_model()).")
+        lat = rec["lattice"]
+        self.lattice = Lattice(tuple(lat["shape"]), spacing=tuple(lat["spacing"]),
+                               origin=tuple(lat["origin"]), dims=tuple(lat["dims"]),
+                               units=lat["units"], crs=lat["crs"])
+        self.time_units = rec.get("time_units")
+        #: the window's outline only (no geometry: no regions, no simulation)
+        self.window = _StoredWindow(rec.get("outline", []))
+        const = tree["constant_data"].to_dataset()
+        self.exposure = const["exposure"].values.astype(float)
+        self.inside = const["inside"].values.astype(bool)
+        self.offset = const["offset"].values.astype(float) if "offset" in const else None
+        self.counts = tree["observed_data"]["counts"].values
+        self.design = None
+        if "covariates" in const:
+            names = [str(n) for n in const["covariate"].values]
+            self.design = _StoredDesign(names, const["covariates"].values, rec["center"],
+                                        rec["scale"])
+
+    @property
+    def area(self) -> float:
+        """The window's exposure: area (× time step in space-time) in the lattice's units."""
+        return float(self.exposure.sum())
+
+    def __repr__(self) -> str:
+        return f"StoredLGCP(lattice {self.lattice.shape}, units {self.lattice.units!r})"
