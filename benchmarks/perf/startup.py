@@ -67,7 +67,7 @@ else:
     model = build_model()
 t_model = time.perf_counter()
 marks = {}
-import lattice_lgm.samplers as _samplers  # LGCP.init_state imports warm_start from here
+import lattice_lgm.models.lgcp_start as _samplers  # the LGCP's start step calls warm_start here
 _orig = _samplers.warm_start
 
 def _timed(*a, **k):
