@@ -320,7 +320,7 @@ class CompiledBackward:
     :class:`RealFFTPlans` — 64-byte aligned buffers, one field, one thread,
     ``FFTW_DESTROY_INPUT``, the same planner effort — planned through FFTW's guru interface
     (:mod:`._fftw`) so that a Numba kernel executes it with ``_fftw.execute_at``
-    (elliptical slice sampling's compiled blocks, ``samplers.ess``).  FFTW_ESTIMATE picks
+    (elliptical slice sampling's compiled blocks, ``samplers._ess_kernels``).  FFTW_ESTIMATE picks
     its algorithm from the problem alone (sizes, strides, alignment), so a transform is
     bitwise the one pyfftw's plan computes (tested through the samplers).  An instance
     belongs to one thread at a time.

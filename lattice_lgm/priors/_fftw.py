@@ -1,7 +1,7 @@
 """FFTW's C interface for plans that compiled code executes (the FFTW that pyfftw loaded).
 
 pyfftw's plans can only be executed from Python; a Numba kernel that runs a whole HMC
-trajectory (``samplers.hmc._trajectory_chord``) needs plans it can execute itself.  This
+trajectory (``samplers._hmc_kernels._trajectory_chord``) needs plans it can execute itself.  This
 module makes them with FFTW's guru interface through :mod:`ctypes`, from the *same* shared
 library pyfftw loaded (so one planner, one wisdom, the planner lock of :mod:`._fft` for both),
 and exposes ``fftw_execute`` as a ctypes function, which Numba calls in nopython mode without

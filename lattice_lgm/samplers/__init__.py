@@ -4,18 +4,22 @@
 module                 algorithm
 =====================  =========================================================================
 ``ess``                elliptical slice sampling (Murray, Adams & MacKay 2010, Fig. 2) and
-                       Neal's (1999) M–H baseline (their eq. 3), Numba ``prange`` over chains
+                       Neal's (1999) M–H baseline (their eq. 3), Numba ``prange`` over chains;
+                       ``_ess_kernels``: its compiled blocks of many updates
 ``line``               slice sampling along a straight line ``f + εν`` (Murray et al. 2010,
                        §3.1; Neal 2003 stepping out and shrinkage)
 ``hyper``              Murray & Adams (2010) hyperparameter moves, Algorithms 1–4, in the
                        representations fixed / prior-white / surr-* / post-* (and *-scalar on
-                       circulant priors)
+                       circulant priors); ``_hyper_reps``: the representations at one chain
 ``slice``              generic univariate and hyperrectangle slice samplers (Neal 2003)
 ``gibbs``              a sweep: hyperparameter moves then k latent updates
 ``state``              chain state, per-chain random streams, white representations
 ``hmc``                joint HMC over (θ, β, whitened field) on circulant priors and spectral
                        Matérn-SPDE GMRFs (FFT / DCT-II gradients), with Stan's
-                       windowed adaptation carried in the chain state
+                       windowed adaptation carried in the chain state; its parts:
+                       ``_hmc_dynamics`` (potential, gradient, integrators), ``_hmc_adapt``
+                       (the windowed adaptation), ``_hmc_field`` (the whitened field per
+                       transform, the spectrum table), ``_hmc_kernels`` (Numba kernels)
 ``defaults``           the default sweep per prior backend (measured, decision 69)
 ``warmstart``          the field's posterior mode at fixed θ (Newton with the prior's own
                        solves) and the warm start of chains from it

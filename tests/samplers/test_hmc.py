@@ -29,7 +29,8 @@ from lattice_lgm.likelihoods import Poisson
 from lattice_lgm.models.latent import LatentGaussianModel
 from lattice_lgm.priors import GMRFPrior
 from lattice_lgm.samplers import JointHMC, chain_rngs, state_from_fields, warm_start
-from lattice_lgm.samplers.hmc import PREFIX, _SpectrumTable, adaptation_windows
+from lattice_lgm.samplers._hmc_field import _SpectrumTable
+from lattice_lgm.samplers.hmc import PREFIX, adaptation_windows
 
 from .cases import Grid2D, conditional_draws, gaussian_model, prior_start
 from .test_warmstart import poisson_model
@@ -179,23 +180,23 @@ def test_compiled_gradient_equals_the_general_path(variant, backend, monkeypatch
 @pytest.mark.parametrize("variant", ["block-coefficients", "no-shear", "hyper-coefficient"])
 def test_compiled_trajectory_equals_the_python_loop(variant, monkeypatch):
     """The default configuration's whole trajectory in one compiled call
-    (:func:`hmc._trajectory_chord`) takes the same steps as the Python loop over
+    (:func:`_hmc_kernels._trajectory_chord`) takes the same steps as the Python loop over
     :meth:`JointHMC._gradient` to round-off — from a fresh table (the kernel stops for its
     nodes and resumes), next to the range's bound (a chord past it: that gradient on the
     general path) and on trajectories that run away, to the bound or to a range of 0 far
     below the table (the same divergence at the same step, no node kept out there)."""
-    from lattice_lgm.samplers import hmc
+    from lattice_lgm.samplers import _hmc_dynamics, _hmc_kernels
 
     model = _variant("circulant", variant)
     statuses: list[int] = []
-    kernel = hmc._trajectory_chord
+    kernel = _hmc_dynamics._trajectory_chord
 
     def spy(*a):
         out = kernel(*a)
         statuses.append(int(out[0]))
         return out
 
-    monkeypatch.setattr(hmc, "_trajectory_chord", spy)
+    monkeypatch.setattr(_hmc_dynamics, "_trajectory_chord", spy)
     theta = {k: v for k, v in {"sd": 1.1, "range": 5.0, "mean": 0.1, "beta_x": 0.2}.items()
              if k in model.hyper_names}
     st, _ = warm_start(model, chain_rngs(0, 1), [theta])
@@ -236,7 +237,8 @@ def test_compiled_trajectory_equals_the_python_loop(variant, monkeypatch):
             assert runs[0][-1] is False
             # far below the table: its nodes were made for the call and not kept
             assert mv._table.block is None or len(mv._table.block[1]) < 200
-    assert {hmc._NEED_NODES, hmc._PAST_TABLE, hmc._DIVERGED, hmc._DONE} <= set(statuses)
+    assert {_hmc_kernels._NEED_NODES, _hmc_kernels._PAST_TABLE, _hmc_kernels._DIVERGED,
+            _hmc_kernels._DONE} <= set(statuses)
 
 
 def test_spectrum_table_block_is_contiguous_and_exact():
@@ -403,14 +405,14 @@ def test_a_stale_gmrf_spectrum_is_detected(monkeypatch):
     """Colouring the GMRF's field with the spectrum of a fixed range (stale in θ, so the range
     no longer reaches the likelihood) makes the quadrature test fail (measured p = 8e-11 for
     the range after 15 transitions; 3 transitions, the default tier's, give only p = 2e-3)."""
-    from lattice_lgm.samplers import hmc
+    from lattice_lgm.samplers import _hmc_field
 
-    orig = hmc._DCTOps.colorize
+    orig = _hmc_field._DCTOps.colorize
 
     def stale(prior, zeta, ws):
         return orig(prior.with_params(range=3.0, sd=prior.params["sd"]), zeta, ws)
 
-    monkeypatch.setattr(hmc._DCTOps, "colorize", staticmethod(stale))
+    monkeypatch.setattr(_hmc_field._DCTOps, "colorize", staticmethod(stale))
     p, _ = _posterior_run(seed=34, pbar=0.0, n_iter=15, backend="gmrf")
     assert min(p) < ALPHA, p
 
@@ -423,12 +425,12 @@ def test_prior_invariance_with_a_flat_likelihood(metric, backend, monkeypatch):
     (with a dense mass: a fixed correlated one, so the momentum draw, the kinetic energy and
     the drift all use its off-diagonal terms; ``diag-span``: with the log range's span limit
     made active, 0.05, so that most trajectories end on it — the rule must stay exact)."""
-    from lattice_lgm.samplers import hmc
+    from lattice_lgm.samplers import _hmc_dynamics
 
     span = metric == "diag-span"
     if span:
-        monkeypatch.setattr(hmc, "SPAN_MIN", 0.05)
-        monkeypatch.setattr(hmc, "SPAN_SD", 0.0)
+        monkeypatch.setattr(_hmc_dynamics, "SPAN_MIN", 0.05)
+        monkeypatch.setattr(_hmc_dynamics, "SPAN_SD", 0.0)
         metric = "diag"
     model, state, rngs = prior_start(backend, _DATA, N_CHAINS, seed=41, stream_seed=42)
     hp = model.hyperpriors
@@ -453,27 +455,27 @@ def test_prior_invariance_with_a_flat_likelihood(metric, backend, monkeypatch):
 @pytest.mark.parametrize("span", [False, True], ids=["compiled", "compiled-span-active"])
 def test_prior_invariance_of_the_compiled_trajectory_on_a_2d_torus(span, monkeypatch):
     """The other exactness tests run on 1-D tori (the Python loop); on a 2-D torus the whole
-    trajectory runs compiled (:func:`hmc._trajectory_chord`, checked): with a flat likelihood
-    θ stays distributed as its hyperprior — also with the log range's span rule made active
-    (0.05) so that most trajectories end on it (an asymmetric rule patched into the kernel
-    fails this case)."""
+    trajectory runs compiled (:func:`_hmc_kernels._trajectory_chord`, checked): with a flat
+    likelihood θ stays distributed as its hyperprior — also with the log range's span rule
+    made active (0.05) so that most trajectories end on it (an asymmetric rule patched into
+    the kernel fails this case)."""
     from lattice_lgm import Lattice
     from lattice_lgm.covariance import Matern
     from lattice_lgm.likelihoods import Gaussian
     from lattice_lgm.priors import CirculantPrior
-    from lattice_lgm.samplers import hmc, state_from_fields
+    from lattice_lgm.samplers import _hmc_dynamics, state_from_fields
 
     if span:
-        monkeypatch.setattr(hmc, "SPAN_MIN", 0.05)
-        monkeypatch.setattr(hmc, "SPAN_SD", 0.0)
+        monkeypatch.setattr(_hmc_dynamics, "SPAN_MIN", 0.05)
+        monkeypatch.setattr(_hmc_dynamics, "SPAN_SD", 0.0)
     calls = []
-    kernel = hmc._trajectory_chord
+    kernel = _hmc_dynamics._trajectory_chord
 
     def spy(*a):
         calls.append(1)
         return kernel(*a)
 
-    monkeypatch.setattr(hmc, "_trajectory_chord", spy)
+    monkeypatch.setattr(_hmc_dynamics, "_trajectory_chord", spy)
     prior = CirculantPrior(Lattice((4, 3)), Matern(1.5, range=3.0), max_range=8.0)
     hp = {"sd": LogNormal(0.0, 0.5), "range": LogNormal(np.log(3.0), 0.3, upper=8.0)}
     model = LatentGaussianModel(prior, Gaussian(np.zeros((4, 3)), noise_sd=1e4),

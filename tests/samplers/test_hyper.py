@@ -28,6 +28,7 @@ from lattice_lgm.samplers import (
     EllipticalSlice,
     Gibbs,
     HyperMove,
+    _hyper_reps,
     chain_rngs,
     hyper,
     init_state,
@@ -120,8 +121,8 @@ def test_broken_post_jacobian_is_detected(monkeypatch):
     quadrature test fail.  Dropping the term altogether shifts this small Gaussian problem's
     posterior too little to resolve with 300 chains (measured p ≈ 0.02): that defect is caught
     by the Geweke test of the surrogate marginal instead (test_geweke.py)."""
-    original = hyper._log_normal_sites
-    monkeypatch.setattr(hyper, "_log_normal_sites", lambda g, f, prec: -original(g, f, prec))
+    original = _hyper_reps._log_normal_sites
+    monkeypatch.setattr(_hyper_reps, "_log_normal_sites", lambda g, f, prec: -original(g, f, prec))
     p, _ = _posterior_run("dense", {"representation": "post-taylor"}, seed=13, n_sweeps=12,
                           n_chains=300)
     assert min(p) < ALPHA, f"the broken sampler passed: p-values {p}"
@@ -132,7 +133,7 @@ def test_broken_surrogate_marginal_is_detected(monkeypatch):
     """Surrogate-data slice sampling without the N(g; 0, K_θ + S_θ) factor of eq. 11 (keeping
     only L(f)) fails the quadrature test (measured p < 1e-20)."""
 
-    def init(self, ctx, ch, kind, rng, _orig=hyper._Surrogate.__init__):
+    def init(self, ctx, ch, kind, rng, _orig=_hyper_reps._Surrogate.__init__):
         _orig(self, ctx, ch, kind, rng)
         self.logp0 = ch.loglik
 
@@ -142,10 +143,10 @@ def test_broken_surrogate_marginal_is_detected(monkeypatch):
         sc = prior.surrogate(self.g, ctx.state_array(prior, prec)[0])
         f = sc.colorize(self.eta) + sc.mean
         ll = ctx.loglik(f, ch.beta, theta)
-        return ll, hyper._Proposal(theta, prior, f, None, ll)
+        return ll, _hyper_reps._Proposal(theta, prior, f, None, ll)
 
-    monkeypatch.setattr(hyper._Surrogate, "__init__", init)
-    monkeypatch.setattr(hyper._Surrogate, "evaluate", evaluate)
+    monkeypatch.setattr(_hyper_reps._Surrogate, "__init__", init)
+    monkeypatch.setattr(_hyper_reps._Surrogate, "evaluate", evaluate)
     p, _ = _posterior_run("dense", {"representation": "surr-site"}, seed=15, n_sweeps=6)
     assert min(p) < ALPHA, f"the broken sampler passed: p-values {p}"
 
@@ -402,8 +403,8 @@ def test_univariate_target_caches_the_other_hyperprior_terms():
     state = init_state(model, rngs)
     for r in ("fixed", "prior-white", "surr-site", "post-site"):
         move = HyperMove(model, r)
-        ctx = hyper._Context(model, move.site_method, move._taylor_fit)
-        ch = hyper._Chain(state.theta_of(0), state.priors[0], state.f[:1], state.white[:1],
+        ctx = _hyper_reps._Context(model, move.site_method, move._taylor_fit)
+        ch = _hyper_reps._Chain(state.theta_of(0), state.priors[0], state.f[:1], state.white[:1],
                           state.beta[0], float(state.loglik[0]))
         u0 = move._to_u(ch.theta)
         for k in range(len(move.params)):
@@ -473,8 +474,8 @@ def test_univariate_target_keeps_the_other_coordinates_exact():
     prior = model.prior_for(theta, state.priors[0])
     for r in ("fixed", "prior-white", "surr-site", "post-site"):
         move = HyperMove(model, r)
-        ctx = hyper._Context(model, move.site_method, move._taylor_fit)
-        ch = hyper._Chain(theta, prior, state.f[:1], state.white[:1], state.beta[0],
+        ctx = _hyper_reps._Context(model, move.site_method, move._taylor_fit)
+        ch = _hyper_reps._Chain(theta, prior, state.f[:1], state.white[:1], state.beta[0],
                           float(state.loglik[0]))
         k = move.params.index("mean")
         u0 = move._to_u(ch.theta)

@@ -18,12 +18,12 @@ from lattice_lgm.samplers import (
     EllipticalSlice,
     Gibbs,
     HyperMove,
+    _hyper_reps,
     chain_rngs,
     default_method_for,
     default_sweep,
     state_from_fields,
 )
-from lattice_lgm.samplers import hyper as hyper_mod
 
 from .cases import HAS_CHOLMOD, Grid2D, conditional_draws, gaussian_model
 
@@ -67,7 +67,7 @@ def test_interweaving_leaves_the_posterior_invariant(backend):
 @pytest.mark.statistical
 def test_a_broken_centred_move_is_detected(monkeypatch):
     """Drop N(f; 0, K_θ) from the fixed-f target: θ | f then follows the hyperprior alone."""
-    orig = hyper_mod._Fixed.evaluate
+    orig = _hyper_reps._Fixed.evaluate
 
     def broken(self, theta, prior):
         val, prop = orig(self, theta, prior)
@@ -77,8 +77,8 @@ def test_a_broken_centred_move_is_detected(monkeypatch):
         self.ctx, self.ch, self.moves_mean = ctx, ch, moves_mean
         self.logp0 = ch.loglik if moves_mean else 0.0
 
-    monkeypatch.setattr(hyper_mod._Fixed, "evaluate", broken)
-    monkeypatch.setattr(hyper_mod._Fixed, "__init__", broken_init)
+    monkeypatch.setattr(_hyper_reps._Fixed, "evaluate", broken)
+    monkeypatch.setattr(_hyper_reps._Fixed, "__init__", broken_init)
     p, _ = _run("dense", seed=52, n_sweeps=6)
     assert min(p) < ALPHA, p
 
