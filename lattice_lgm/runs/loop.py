@@ -103,6 +103,11 @@ class _Runner:
                         "n_cov": np.asarray(info.get("n_cov", np.zeros(n)), np.int64),
                         "accepted": np.broadcast_to(np.asarray(acc, np.int64), (n,)).copy()}
         for name, key, dt in self.plan.extra_stats:
+            if key not in info:
+                raise InvalidParameterError(
+                    f"{type(self.sweep).__name__}.sample_stats stores {name!r} from its step's "
+                    f"info[{key!r}], which the step did not return (it returned "
+                    f"{sorted(info)}); name a key the step returns.")
             rec["stats"][name] = np.broadcast_to(np.asarray(info[key]).astype(dt), (n,)).copy()
         return rec
 

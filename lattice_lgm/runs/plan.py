@@ -34,9 +34,16 @@ def sweep_stats(sweep: Any) -> tuple[tuple[str, str, str], ...]:
     """
     out = tuple(getattr(sweep, "sample_stats", ()))
     base = {n for n, _ in STATS}
+
+    def numeric(dt: Any) -> bool:
+        try:
+            return np.dtype(dt).kind in "biuf"
+        except TypeError:
+            return False
+
     for entry in out:
         if (not isinstance(entry, tuple) or len(entry) != 3 or entry[0] in base
-                or np.dtype(entry[2]).kind not in "biuf"):
+                or not numeric(entry[2])):
             raise InvalidParameterError(
                 f"{type(sweep).__name__}.sample_stats has {entry!r}; give (name, info key, "
                 f"numeric or bool dtype) tuples whose names differ from {sorted(base)}.")

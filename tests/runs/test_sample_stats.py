@@ -60,7 +60,8 @@ def test_the_default_sweeps_say_what_they_add():
     assert names == ["acceptance_rate", "step_size", "n_steps", "diverging"]
 
 
-@pytest.mark.parametrize("bad", [("loglik", "acc", "f8"), ("x", "acc", "U3"), ("x", "acc")])
+@pytest.mark.parametrize("bad", [("loglik", "acc", "f8"), ("x", "acc", "U3"), ("x", "acc"),
+                                 ("x", "acc", "no such dtype")])
 def test_bad_declarations_are_refused_by_name(bad):
     model = ToyGP(toy_data())
     sweep = _Labelled(model)
@@ -85,3 +86,11 @@ def test_a_store_without_the_sweeps_stats_is_written_without_them(monkeypatch):
     tree = sample(model, step=_Labelled(model), **RUN)
     assert "acceptance_rate" not in tree["sample_stats"].data_vars
     assert tree["sample_stats"]["diverging"].values.all()
+
+
+def test_a_stat_from_a_key_the_step_does_not_return_is_named():
+    model = ToyGP(toy_data())
+    sweep = _Labelled(model)
+    sweep.sample_stats = (("energy", "energy", "f8"),)
+    with pytest.raises(InvalidParameterError, match=r"info\['energy'\].*did not return"):
+        sample(model, step=sweep, **RUN)
