@@ -177,13 +177,21 @@ class LGCPView:
         if getattr(m, "design", None) is not None:
             const["covariates"] = (("covariate", *self.dims),
                                    np.asarray(m.design.columns, dtype=float))
-        return {"observed_data": {"counts": (self.dims, np.asarray(m.counts, dtype=np.int64))},
-                "constant_data": const}
+        # the point pattern itself (inside the window), in (x, y[, t]) order: what model
+        # criticism compares simulations with (analysis.StoredLGCP)
+        observed = {"counts": (self.dims, np.asarray(m.counts, dtype=np.int64)),
+                    "points": (("point", "coord"), np.asarray(m.points, dtype=float))}
+        return {"observed_data": observed, "constant_data": const}
 
     def extra_coords(self) -> dict[str, np.ndarray]:
-        """Coordinates of non-field dims of the data groups (``covariate``)."""
-        design = getattr(self.model, "design", None)
-        return {} if design is None else {"covariate": np.asarray(design.names, dtype=str)}
+        """Coordinates of the data groups' non-field dims: point, coord, covariate."""
+        m = self.model
+        out = {"point": np.arange(len(m.points)),
+               "coord": np.asarray(self.dims[::-1], dtype=str)}
+        design = getattr(m, "design", None)
+        if design is not None:
+            out["covariate"] = np.asarray(design.names, dtype=str)
+        return out
 
     def data_hash(self) -> str:
         """SHA-256 of the data (counts, exposure, offset, covariates)."""

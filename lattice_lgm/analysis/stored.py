@@ -7,8 +7,10 @@ exposure, the cells inside the window, the offset and the standardised columns
 the part of :class:`~lattice_lgm.LGCP` that :func:`~lattice_lgm.analysis.intensity`,
 :func:`~lattice_lgm.analysis.relative_risk`, :func:`~lattice_lgm.analysis.exceedance` and the
 CLI's maps read, so a store is mapped on another machine, or after its data moved (decision
-101).  It has no points and no window geometry: the model criticism and
-:func:`~lattice_lgm.analysis.expected_counts` over a region still need the model.
+101).  With the point pattern (``observed_data.points``) and the window's geometry it also
+serves :func:`~lattice_lgm.analysis.expected_counts` over a region, the posterior predictive
+patterns, the second-order check and the residual maps.  The prior predictive
+(:func:`~lattice_lgm.analysis.prior_dataset`) simulates from the priors: it takes the model.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import shapely
 
 from ..errors import InvalidParameterError
 from ..lattice import Lattice
 from ..models.reporting import LGCPReporting
+from ..window import Window
 
 __all__ = ["StoredLGCP"]
 
@@ -63,7 +67,10 @@ class StoredLGCP(LGCPReporting):
     counts, exposure : ndarray, shape lattice.shape
     inside : ndarray of bool, shape lattice.shape
     offset : ndarray or None
-    window : the boundary rings (``outline()``), for the maps
+    points : ndarray (n, ndim) or None
+        The point pattern in (x, y[, t]) order (runs before decision 101's record: None).
+    window : Window (its recorded geometry) or, for older runs, the outline rings only
+    nu : float or None
     design : the stored covariate columns (``names``, ``X_original``) or None
 
     Raises
@@ -86,13 +93,21 @@ class StoredLGCP(LGCPReporting):
                                origin=tuple(lat["origin"]), dims=tuple(lat["dims"]),
                                units=lat["units"], crs=lat["crs"])
         self.time_units = rec.get("time_units")
-        #: the window's outline only (no geometry: no regions, no simulation)
-        self.window = _StoredWindow(rec.get("outline", []))
+        #: the window: its geometry where the run recorded it (WKB, exact), else its outline
+        wkb = rec.get("window_wkb")
+        self.window = (Window.from_geometry(shapely.from_wkb(bytes.fromhex(wkb)),
+                                            crs=self.lattice.crs)
+                       if wkb else _StoredWindow(rec.get("outline", [])))
+        #: the field's Matérn smoothness (the analytic pcf of the second-order check)
+        self.nu = rec.get("nu")
         const = tree["constant_data"].to_dataset()
         self.exposure = const["exposure"].values.astype(float)
         self.inside = const["inside"].values.astype(bool)
         self.offset = const["offset"].values.astype(float) if "offset" in const else None
-        self.counts = tree["observed_data"]["counts"].values
+        observed = tree["observed_data"].to_dataset()
+        self.counts = observed["counts"].values
+        #: the point pattern, (n, ndim) in (x, y[, t]) order, where the run stored it
+        self.points = observed["points"].values if "points" in observed else None
         self.design = None
         if "covariates" in const:
             names = [str(n) for n in const["covariate"].values]

@@ -293,8 +293,11 @@ def analysis_record(model: Any) -> dict[str, Any]:
                         "origin": [float(o) for o in lat.origin], "dims": list(lat.dims),
                         "units": lat.units, "crs": lat.crs},
             "time_units": model.time_units,
-            # the window's boundary rings, drawn on the maps
+            # the window's boundary rings, drawn on the maps, and its geometry (WKB, exact)
             "outline": [np.asarray(r, dtype=float).tolist() for r in model.window.outline()],
+            "window_wkb": (model.window.to_shapely().wkb_hex
+                           if model.window.kind != "interval" else None),
+            "nu": float(model.nu),
             "center": [] if d is None else [float(c) for c in np.ravel(d.center)],
             "scale": [] if d is None else [float(s) for s in np.ravel(d.scale)]}
 

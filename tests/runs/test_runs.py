@@ -717,3 +717,19 @@ def test_the_store_alone_gives_the_intensity_the_model_gives(model, reference):
         xr.testing.assert_identical(a, b)
     with pytest.raises(InvalidParameterError, match="rebuild the model"):
         analysis.StoredLGCP(xr.DataTree.from_dict({"posterior": post}))
+    # model criticism from the store: the point pattern and the window's geometry it holds
+    np.testing.assert_array_equal(stored.points, model.points)
+    assert stored.window.to_shapely().equals(model.window.to_shapely())
+    box = (10.0, 60.0, 20.0, 70.0)
+    xr.testing.assert_identical(analysis.expected_counts(stored, post, box),
+                                analysis.expected_counts(model, post, box))
+    xr.testing.assert_identical(analysis.residual_map(stored, post, bandwidth=10.0),
+                                analysis.residual_map(model, post, bandwidth=10.0))
+    a = analysis.predictive_patterns(stored, post, 3, np.random.default_rng(5))
+    b = analysis.predictive_patterns(model, post, 3, np.random.default_rng(5))
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_array_equal(x, y)
+    a = analysis.second_order_check(stored, post, nsim=19, rng=np.random.default_rng(6))
+    b = analysis.second_order_check(model, post, nsim=19, rng=np.random.default_rng(6))
+    xr.testing.assert_identical(a["observed"], b["observed"])
+    xr.testing.assert_identical(a["theory"], b["theory"])
