@@ -1,0 +1,13 @@
+"""The Gaussian Process Density Sampler (Adams, Murray & MacKay 2009).
+
+A prior over densities ``f(x) = Φ(g(x)) π(x) / Z_π[g]`` with ``g ~ GP`` (their eq. 1).
+Modules: ``base`` (base measures ``π`` and squashing functions ``Φ``), ``prior`` (exact
+samples from a density drawn from the prior: Algorithm 1).  Issue 29 builds the latent-history
+MCMC (§4), prediction (§4.4) and the lattice-scale version on these.
+"""
+
+from .base import LINKS, GaussianBase, UniformBase, link
+from .prior import JITTER, PriorHistory, conditional_mean, sample_prior
+
+__all__ = ["JITTER", "LINKS", "GaussianBase", "PriorHistory", "UniformBase", "conditional_mean",
+           "link", "sample_prior"]
