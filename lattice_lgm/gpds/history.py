@@ -1,0 +1,167 @@
+"""The GPDS's latent history and its moves (Adams, Murray & MacKay 2009, §4).
+
+The data ``D = {x_n}`` are modelled as the ``N`` acceptances of Algorithm 1 run until its
+``N``th acceptance; the latent history is what the data do not show: the number ``M`` of
+rejections, their locations ``{x_m}`` and the function values ``G_M`` there, beside the values
+``G_N`` at the data.  Its joint density (their eq. 3, without the newly inserted points) is
+``Π_n π(x_n) Φ(g_n) · Π_m π(x_m) (1 − Φ(g_m)) · GP(G_N, G_M)``, up to the orderings that
+exchangeability sums over.
+
+Built (issue 29, in progress): the state and §4.1, changing the number of rejections.  Still
+to build: §4.2's joint moves of locations and values (underrelaxed, and elliptical slice
+sampling), §4.3's hyperparameter moves, §4.4's prediction.
+
+This first version refactors the dense ``(N + M)``-point covariance at each move, the cost
+the paper's method has (its ``O((N + M)³)``); the lattice-scale version of issue 29 removes it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.special import gammaln
+
+from ..covariance import Covariance
+from ..errors import InvalidParameterError, NotPositiveDefiniteError
+from .base import link
+from .prior import JITTER, PriorHistory
+
+__all__ = ["LatentHistory", "change_rejections", "log_count_ratio"]
+
+
+@dataclass(frozen=True)
+class LatentHistory:
+    """One state of the latent history.
+
+    Attributes
+    ----------
+    data : ndarray, shape (N, d)
+        The observed points ``D``.
+    rejections : ndarray, shape (M, d)
+        The latent rejected proposals ``{x_m}``.
+    g : ndarray, shape (N + M,)
+        The function at the data, then at the rejections: ``(G_N, G_M)``.
+    """
+
+    data: np.ndarray
+    rejections: np.ndarray
+    g: np.ndarray
+
+    @property
+    def n_data(self) -> int:
+        """``N``."""
+        return len(self.data)
+
+    @property
+    def n_rejections(self) -> int:
+        """``M``."""
+        return len(self.rejections)
+
+    @property
+    def points(self) -> np.ndarray:
+        """Data then rejections, shape (N + M, d): where ``g`` is known."""
+        return np.concatenate([self.data, self.rejections])
+
+    @classmethod
+    def from_prior(cls, history: PriorHistory) -> LatentHistory:
+        """The latent history of a run of Algorithm 1: its acceptances are the data."""
+        acc = history.accepted
+        return cls(history.x[acc], history.x[~acc],
+                   np.concatenate([history.g[acc], history.g[~acc]]))
+
+
+def log_count_ratio(m: int, m_new: int, n: int) -> float:
+    """``log [M! (M̂ + N − 1)! / (M̂! (M + N − 1)!)]``: eq. 4's orderings factor.
+
+    Inserting ``M̂ − M`` rejections among the history has ``C(M̂ + N − 1, M̂ − M)`` placements,
+    removing has ``C(M, M − M̂)`` choices; both ratios simplify to this (§4.1).
+    """
+    return float(gammaln(m + 1) + gammaln(m_new + n) - gammaln(m_new + 1) - gammaln(m + n))
+
+
+def _conditional(kernel: Covariance, x_old: np.ndarray, g_old: np.ndarray, x_new: np.ndarray,
+                 mean: float, nugget: float) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and Cholesky factor of ``g(x_new) | g(x_old) = g_old`` under the GP."""
+    K = kernel(x_old) + nugget * np.eye(len(x_old))
+    Ks = kernel(x_new, x_old)
+    Kss = kernel(x_new) + nugget * np.eye(len(x_new))
+    try:
+        L = np.linalg.cholesky(K)
+    except np.linalg.LinAlgError:
+        raise NotPositiveDefiniteError(
+            "the history's covariance is not positive definite; raise jitter.") from None
+    A = np.linalg.solve(L, Ks.T)
+    m = mean + A.T @ np.linalg.solve(L, g_old - mean)
+    C = Kss - A.T @ A
+    try:
+        Lc = np.linalg.cholesky(C + nugget * np.eye(len(x_new)))
+    except np.linalg.LinAlgError:
+        raise NotPositiveDefiniteError(
+            "the conditional covariance of the inserted points is not positive definite "
+            "(they nearly coincide with known points); raise jitter.") from None
+    return m, Lc
+
+
+def change_rejections(state: LatentHistory, rng: np.random.Generator, kernel: Covariance,
+                      base: Any, *, link_name: str = "logistic", mean: float = 0.0,
+                      max_step: int = 3, jitter: float = JITTER) -> tuple[LatentHistory, bool]:
+    """One Metropolis–Hastings change of the number of rejections (§4.1, eq. 4).
+
+    ``M̂ = M ± k`` with ``k`` uniform on ``1 … max_step`` and the sign by a fair coin (a
+    symmetric ``q``; ``M̂ < 0`` has no mass and is rejected).  Insertion: ``k`` locations from
+    ``π`` and their values ``G⁺`` from the GP given every value of the state; accepted with
+    ``a = [M! (M̂+N−1)! / (M̂! (M+N−1)!)] Π_{G⁺} (1 − Φ(g))``.  Removal: ``k`` rejections
+    chosen uniformly; ``a`` with ``Π_{G⁻} (1 − Φ(g))⁻¹``.  The locations' base-measure terms
+    cancel against the proposal, the GP terms against the conditional draw.
+
+    Parameters
+    ----------
+    state : LatentHistory
+    rng : numpy.random.Generator
+    kernel : Covariance
+    base : GaussianBase or UniformBase
+    link_name : {"logistic", "probit"}
+    mean : float
+        The GP's constant mean.
+    max_step : int
+        Largest change of ``M`` proposed.
+    jitter : float
+        Relative nugget (× sd²) on the GP's diagonal.
+
+    Returns
+    -------
+    state : LatentHistory
+        The new state (``state`` itself when rejected).
+    accepted : bool
+    """
+    if not (isinstance(max_step, int) and max_step >= 1):
+        raise InvalidParameterError(f"max_step={max_step!r} must be an int >= 1.")
+    phi = link(link_name)
+    n, m = state.n_data, state.n_rejections
+    k = int(rng.integers(1, max_step + 1))
+    up = bool(rng.random() < 0.5)
+    m_new = m + k if up else m - k
+    if m_new < 0:
+        return state, False
+    log_a = log_count_ratio(m, m_new, n)
+    nugget = float(jitter) * kernel.sd**2
+    if up:
+        x_new = base.sample(rng, k)
+        mu, Lc = _conditional(kernel, state.points, state.g, x_new, mean, nugget)
+        g_new = mu + Lc @ rng.standard_normal(k)
+        log_a += float(np.sum(np.log1p(-phi(g_new))))
+        if math.log(rng.random()) < log_a:
+            return LatentHistory(state.data, np.concatenate([state.rejections, x_new]),
+                                 np.concatenate([state.g, g_new])), True
+        return state, False
+    drop = rng.choice(m, size=k, replace=False)
+    g_drop = state.g[n + drop]
+    log_a -= float(np.sum(np.log1p(-phi(g_drop))))
+    if math.log(rng.random()) < log_a:
+        keep = np.setdiff1d(np.arange(m), drop)
+        return LatentHistory(state.data, state.rejections[keep],
+                             np.concatenate([state.g[:n], state.g[n + keep]])), True
+    return state, False

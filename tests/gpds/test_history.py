@@ -1,0 +1,79 @@
+"""§4.1 of the GPDS: changing the number of latent rejections leaves the posterior invariant.
+
+A successive-conditional (Geweke 2004) check: a run of Algorithm 1 to its N-th acceptance is a
+draw of the data *and* their latent history from the joint; moves that leave p(history | data)
+invariant keep it one, so the number of rejections after T moves has the distribution it had
+before.  The paired differences ``M_T − M_0`` (and of ``M²``) have mean 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lattice_lgm.covariance import SquaredExponential
+from lattice_lgm.errors import InvalidParameterError
+from lattice_lgm.gpds import (
+    LatentHistory,
+    UniformBase,
+    change_rejections,
+    log_count_ratio,
+    sample_prior,
+)
+
+#: family-wise false-failure rate of this module per run, summed by conftest.py: two
+#: two-sided 4-SE checks (6.3e-5 each)
+FALSE_FAILURE_RATE = 1.3e-4
+
+KERNEL = SquaredExponential(sd=1.5, lengthscale=0.3)
+BASE = UniformBase.create([0.0], [1.0])
+N, R, T = 3, 1500, 30
+
+
+def _paired(move, seed=3):
+    rng = np.random.default_rng(seed)
+    m0, mt, acc = [], [], 0
+    for _ in range(R):
+        s = LatentHistory.from_prior(sample_prior(KERNEL, BASE, N, rng))
+        m0.append(s.n_rejections)
+        for _ in range(T):
+            s, a = move(s, rng)
+            acc += a
+        mt.append(s.n_rejections)
+    return np.array(m0, float), np.array(mt, float), acc / (R * T)
+
+
+def test_the_number_of_rejections_keeps_its_prior_distribution():
+    m0, mt, rate = _paired(lambda s, rng: change_rejections(s, rng, KERNEL, BASE))
+    assert 0.2 < rate < 0.9  # the move moves
+    for stat in (lambda m: m, lambda m: m**2):
+        d = stat(mt) - stat(m0)
+        assert abs(d.mean()) < 4 * d.std(ddof=1) / np.sqrt(R), (stat(m0).mean(),
+                                                                 stat(mt).mean())
+
+
+def test_the_check_sees_a_wrong_orderings_factor(monkeypatch):
+    """Without eq. 4's M!(M̂+N−1)!/(M̂!(M+N−1)!) the rejections drift: the check fails."""
+    import lattice_lgm.gpds.history as H
+
+    monkeypatch.setattr(H, "log_count_ratio", lambda m, m_new, n: 0.0)
+    m0, mt, _ = _paired(lambda s, rng: H.change_rejections(s, rng, KERNEL, BASE))
+    d = mt - m0
+    assert abs(d.mean()) > 4 * d.std(ddof=1) / np.sqrt(R)
+
+
+def test_the_orderings_factor_is_the_paper_s():
+    # C(M̂+N−1, M̂−M) placements of the inserted against C(M̂, M̂−M) choices back
+    from math import comb
+
+    for m, m_new, n in ((0, 2, 3), (4, 1, 2), (5, 7, 1)):
+        lo, hi = min(m, m_new), max(m, m_new)
+        ratio = comb(hi + n - 1, hi - lo) / comb(hi, hi - lo)
+        want = ratio if m_new > m else 1 / ratio
+        assert np.exp(log_count_ratio(m, m_new, n)) == pytest.approx(want, rel=1e-12)
+
+
+def test_bad_step_refused():
+    s = LatentHistory.from_prior(sample_prior(KERNEL, BASE, 2, np.random.default_rng(0)))
+    with pytest.raises(InvalidParameterError, match="max_step"):
+        change_rejections(s, np.random.default_rng(0), KERNEL, BASE, max_step=0)
