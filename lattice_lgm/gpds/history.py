@@ -7,9 +7,12 @@ rejections, their locations ``{x_m}`` and the function values ``G_M`` there, bes
 ``Π_n π(x_n) Φ(g_n) · Π_m π(x_m) (1 − Φ(g_m)) · GP(G_N, G_M)``, up to the orderings that
 exchangeability sums over.
 
-Built (issue 29, in progress): the state and §4.1, changing the number of rejections.  Still
-to build: §4.2's joint moves of locations and values (underrelaxed, and elliptical slice
-sampling), §4.3's hyperparameter moves, §4.4's prediction.
+Built (issue 29, in progress): the state, §4.1 (changing the number of rejections) and the
+function values' update by elliptical slice sampling (the stronger alternative to §4.2's
+underrelaxed proposal: ``Π_n Φ(g_n) Π_m (1 − Φ(g_m))`` is a Bernoulli likelihood with label 1
+at the data and 0 at the rejections, so the library's ESS runs on it unchanged).  Still to
+build: §4.2's location moves and underrelaxed proposal, §4.3's hyperparameter moves, §4.4's
+prediction.
 
 This first version refactors the dense ``(N + M)``-point covariance at each move, the cost
 the paper's method has (its ``O((N + M)³)``); the lattice-scale version of issue 29 removes it.
@@ -26,10 +29,17 @@ from scipy.special import gammaln
 
 from ..covariance import Covariance
 from ..errors import InvalidParameterError, NotPositiveDefiniteError
+from ..likelihoods import Bernoulli
+from ..models.latent import LatentGaussianModel
+from ..priors import DensePrior
+from ..samplers import EllipticalSlice, state_from_fields
 from .base import link
 from .prior import JITTER, PriorHistory
 
-__all__ = ["LatentHistory", "change_rejections", "log_count_ratio"]
+__all__ = ["LatentHistory", "change_rejections", "log_count_ratio", "update_values"]
+
+#: the Bernoulli likelihood's link for each squashing function Φ
+_BERNOULLI_LINK = {"logistic": "logit", "probit": "probit"}
 
 
 @dataclass(frozen=True)
@@ -165,3 +175,48 @@ def change_rejections(state: LatentHistory, rng: np.random.Generator, kernel: Co
         return LatentHistory(state.data, state.rejections[keep],
                              np.concatenate([state.g[:n], state.g[n + keep]])), True
     return state, False
+
+
+def labels(n_data: int, n_rejections: int) -> np.ndarray:
+    """The acceptances as Bernoulli outcomes: 1 at the data, 0 at the rejections."""
+    return np.concatenate([np.ones(n_data), np.zeros(n_rejections)])
+
+
+def update_values(state: LatentHistory, rng: np.random.Generator, kernel: Covariance, *,
+                  link_name: str = "logistic", mean: float = 0.0, n_updates: int = 1,
+                  jitter: float = JITTER) -> LatentHistory:
+    """The function values ``(G_N, G_M)`` at fixed locations by elliptical slice sampling.
+
+    The target ``GP(G) Π_n Φ(g_n) Π_m (1 − Φ(g_m))`` is a GP with a Bernoulli likelihood
+    (label 1 at the data, 0 at the rejections): ``n_updates`` steps of Murray, Adams & MacKay
+    (2010)'s Figure 2 (:class:`lattice_lgm.samplers.EllipticalSlice`) on a dense prior over
+    the state's points, with the GP's nugget ``jitter · sd²``.
+
+    Parameters
+    ----------
+    state : LatentHistory
+    rng : numpy.random.Generator
+    kernel : Covariance
+    link_name : {"logistic", "probit"}
+    mean : float
+        The GP's constant mean.
+    n_updates : int
+    jitter : float
+
+    Returns
+    -------
+    LatentHistory
+        The same locations with new values.
+    """
+    link(link_name)  # a clear error for an unknown Φ
+    if not (isinstance(n_updates, int) and n_updates >= 1):
+        raise InvalidParameterError(f"n_updates={n_updates!r} must be an int >= 1.")
+    prior = DensePrior(state.points, kernel, jitter=float(jitter) * kernel.sd**2)
+    lik = Bernoulli(labels(state.n_data, state.n_rejections),
+                    link=_BERNOULLI_LINK[link_name])
+    lgm = LatentGaussianModel(prior, lik, mean=mean)
+    st = state_from_fields(lgm, state.g[None] - mean, [{}], [rng])
+    ess = EllipticalSlice(lgm)
+    for _ in range(n_updates):
+        st, _ = ess.step(st, [rng])
+    return LatentHistory(state.data, state.rejections, st.f[0] + mean)
