@@ -7,12 +7,12 @@ rejections, their locations ``{x_m}`` and the function values ``G_M`` there, bes
 ``Π_n π(x_n) Φ(g_n) · Π_m π(x_m) (1 − Φ(g_m)) · GP(G_N, G_M)``, up to the orderings that
 exchangeability sums over.
 
-Built (issue 29, in progress): the state, §4.1 (changing the number of rejections) and the
-function values' update by elliptical slice sampling (the stronger alternative to §4.2's
+Built (issue 29, in progress): the state, §4.1 (changing the number of rejections), §4.2's
+joint move of locations and values (random walk, conditional draw, underrelaxation) and the
+function values' update by elliptical slice sampling (the stronger alternative to the
 underrelaxed proposal: ``Π_n Φ(g_n) Π_m (1 − Φ(g_m))`` is a Bernoulli likelihood with label 1
 at the data and 0 at the rejections, so the library's ESS runs on it unchanged).  Still to
-build: §4.2's location moves and underrelaxed proposal, §4.3's hyperparameter moves, §4.4's
-prediction.
+build: §4.3's hyperparameter moves, §4.4's prediction, the sweep, the model family.
 
 This first version refactors the dense ``(N + M)``-point covariance at each move, the cost
 the paper's method has (its ``O((N + M)³)``); the lattice-scale version of issue 29 removes it.
@@ -36,7 +36,8 @@ from ..samplers import EllipticalSlice, state_from_fields
 from .base import link
 from .prior import JITTER, PriorHistory
 
-__all__ = ["LatentHistory", "change_rejections", "log_count_ratio", "update_values"]
+__all__ = ["LatentHistory", "change_rejections", "log_count_ratio", "move_rejections",
+           "update_values"]
 
 #: the Bernoulli likelihood's link for each squashing function Φ
 _BERNOULLI_LINK = {"logistic": "logit", "probit": "probit"}
@@ -220,3 +221,67 @@ def update_values(state: LatentHistory, rng: np.random.Generator, kernel: Covari
     for _ in range(n_updates):
         st, _ = ess.step(st, [rng])
     return LatentHistory(state.data, state.rejections, st.f[0] + mean)
+
+
+def move_rejections(state: LatentHistory, rng: np.random.Generator, kernel: Covariance,
+                    base: Any, *, link_name: str = "logistic", mean: float = 0.0,
+                    step: float = 0.1, relax: float = 0.9,
+                    jitter: float = JITTER) -> tuple[LatentHistory, bool]:
+    """§4.2: new rejection locations and new function values, one joint M–H proposal.
+
+    In the paper's three steps: (1) ``x̂_m = x_m + step · ε_m``, ``ε_m ~ N(0, I)`` (a
+    symmetric ``q``); (2) intermediate values at ``{x̂_m}`` from the GP given every current
+    value; (3) the underrelaxed proposal ``ĝ − μ = relax (g − μ) + √(1 − relax²) h`` at the
+    data and the new locations, ``h`` a GP prior draw there (it leaves the GP invariant).
+    Accepted with ``Π_m π(x̂_m)(1 − Φ(ĝ_m)) Π_n Φ(ĝ_n) / Π_m π(x_m)(1 − Φ(g_m)) Π_n Φ(g_n)``.
+
+    Parameters
+    ----------
+    state : LatentHistory
+    rng : numpy.random.Generator
+    kernel : Covariance
+    base : GaussianBase or UniformBase
+    link_name : {"logistic", "probit"}
+    mean : float
+    step : float
+        Scale of the locations' random walk.
+    relax : float
+        The underrelaxation ``α`` in ``[0, 1)`` (near 1: conservative proposals).
+    jitter : float
+
+    Returns
+    -------
+    state : LatentHistory
+    accepted : bool
+    """
+    if not (isinstance(step, (int, float)) and step > 0 and math.isfinite(step)):
+        raise InvalidParameterError(f"step={step!r} must be a finite number > 0.")
+    if not (isinstance(relax, (int, float)) and 0.0 <= relax < 1.0):
+        raise InvalidParameterError(f"relax={relax!r} must be in [0, 1).")
+    phi = link(link_name)
+    n, m = state.n_data, state.n_rejections
+    if m == 0:
+        return state, False
+    nugget = float(jitter) * kernel.sd**2
+    x_hat = state.rejections + step * rng.standard_normal(state.rejections.shape)
+    log_pi_new = base.logpdf(x_hat)
+    if not np.all(np.isfinite(log_pi_new)):
+        return state, False  # outside π's support: no mass
+    # step 2: the function at the new locations given every current value
+    mu, Lc = _conditional(kernel, state.points, state.g, x_hat, mean, nugget)
+    g_mid = mu + Lc @ rng.standard_normal(m)
+    # step 3: underrelaxation at the data and the new locations.  Exact as the paper states
+    # it: the joint Gaussian of (the old values at D ∪ X, the new at D ∪ X̂) has the same
+    # marginals and the same cross-covariance α K(D ∪ X, D ∪ X̂) whichever way the move is
+    # read, so the proposal is reversible for the GP and only π and Φ enter the ratio
+    pts = np.concatenate([state.data, x_hat])
+    K = kernel(pts) + nugget * np.eye(n + m)
+    h = np.linalg.cholesky(K) @ rng.standard_normal(n + m)
+    g_old = np.concatenate([state.g[:n], g_mid])
+    g_new = mean + relax * (g_old - mean) + math.sqrt(1.0 - relax**2) * h
+    log_a = (float(np.sum(log_pi_new - base.logpdf(state.rejections)))
+             + float(np.sum(np.log1p(-phi(g_new[n:]))) - np.sum(np.log1p(-phi(state.g[n:]))))
+             + float(np.sum(np.log(phi(g_new[:n]))) - np.sum(np.log(phi(state.g[:n])))))
+    if math.log(rng.random()) < log_a:
+        return LatentHistory(state.data, x_hat, g_new), True
+    return state, False
