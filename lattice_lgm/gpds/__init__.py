@@ -8,8 +8,16 @@ MCMC (§4), prediction (§4.4) and the lattice-scale version on these.
 """
 
 from .base import LINKS, GaussianBase, UniformBase, link
-from .history import LatentHistory, change_rejections, log_count_ratio
+from .history import (
+    LatentHistory,
+    change_rejections,
+    log_count_ratio,
+    move_rejections,
+    predictive_samples,
+    update_values,
+)
 from .prior import JITTER, PriorHistory, conditional_mean, sample_prior
 
 __all__ = ["JITTER", "LINKS", "GaussianBase", "LatentHistory", "PriorHistory", "UniformBase",
-           "change_rejections", "conditional_mean", "link", "log_count_ratio", "sample_prior"]
+           "change_rejections", "conditional_mean", "link", "log_count_ratio",
+           "move_rejections", "predictive_samples", "sample_prior", "update_values"]

@@ -12,7 +12,8 @@ joint move of locations and values (random walk, conditional draw, underrelaxati
 function values' update by elliptical slice sampling (the stronger alternative to the
 underrelaxed proposal: ``Π_n Φ(g_n) Π_m (1 − Φ(g_m))`` is a Bernoulli likelihood with label 1
 at the data and 0 at the rejections, so the library's ESS runs on it unchanged).  Still to
-build: §4.3's hyperparameter moves, §4.4's prediction, the sweep, the model family.
+build: §4.3's hyperparameter moves, §4.4's predictive *density* (eq. 5), the sweep, the
+model family.  §4.4's predictive samples: :func:`predictive_samples`.
 
 This first version refactors the dense ``(N + M)``-point covariance at each move, the cost
 the paper's method has (its ``O((N + M)³)``); the lattice-scale version of issue 29 removes it.
@@ -34,10 +35,10 @@ from ..models.latent import LatentGaussianModel
 from ..priors import DensePrior
 from ..samplers import EllipticalSlice, state_from_fields
 from .base import link
-from .prior import JITTER, PriorHistory
+from .prior import JITTER, PriorHistory, sample_prior
 
 __all__ = ["LatentHistory", "change_rejections", "log_count_ratio", "move_rejections",
-           "update_values"]
+           "predictive_samples", "update_values"]
 
 #: the Bernoulli likelihood's link for each squashing function Φ
 _BERNOULLI_LINK = {"logistic": "logit", "probit": "probit"}
@@ -285,3 +286,23 @@ def move_rejections(state: LatentHistory, rng: np.random.Generator, kernel: Cova
     if math.log(rng.random()) < log_a:
         return LatentHistory(state.data, x_hat, g_new), True
     return state, False
+
+
+def predictive_samples(state: LatentHistory, rng: np.random.Generator, kernel: Covariance,
+                       base: Any, n_samples: int, *, link_name: str = "logistic",
+                       mean: float = 0.0, jitter: float = JITTER,
+                       max_proposals: int = 100_000) -> np.ndarray:
+    """§4.4: predictive samples — the generative process run on from a latent history.
+
+    Algorithm 1 continued with the state's data and rejections (and ``g`` there) as its
+    conditioning set, until ``n_samples`` more acceptances: draws from the density the state
+    describes.  Over posterior states, draws from the predictive distribution.
+
+    Returns
+    -------
+    ndarray, shape (n_samples, d)
+    """
+    h = sample_prior(kernel, base, n_samples, rng, link_name=link_name, mean=mean,
+                     jitter=jitter, max_proposals=max_proposals,
+                     given=(state.points, state.g))
+    return h.samples

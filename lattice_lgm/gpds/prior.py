@@ -55,21 +55,24 @@ class PriorHistory:
     g: np.ndarray
     accepted: np.ndarray
     chol: np.ndarray
+    #: leading entries that were given (the conditioning set a run continued from, §4.4)
+    n_given: int = 0
 
     @property
     def samples(self) -> np.ndarray:
         """The accepted points, shape (P, d): exact draws from ``f ∝ Φ(g) π``."""
-        return self.x[self.accepted]
+        return self.x[self.n_given:][self.accepted[self.n_given:]]
 
     @property
     def rejections(self) -> np.ndarray:
         """The rejected proposals, shape (M, d) (the latent history of §4)."""
-        return self.x[~self.accepted]
+        return self.x[self.n_given:][~self.accepted[self.n_given:]]
 
 
 def sample_prior(kernel: Covariance, base: Any, n_samples: int, rng: np.random.Generator,
                  *, link_name: str = "logistic", mean: float = 0.0,
-                 jitter: float = JITTER, max_proposals: int = 100_000) -> PriorHistory:
+                 jitter: float = JITTER, max_proposals: int = 100_000,
+                 given: tuple[np.ndarray, np.ndarray] | None = None) -> PriorHistory:
     """Algorithm 1: ``n_samples`` exact samples from one density drawn from the GPDS prior.
 
     Parameters
@@ -91,6 +94,10 @@ def sample_prior(kernel: Covariance, base: Any, n_samples: int, rng: np.random.G
     max_proposals : int
         Stop with an error after this many proposals (a density whose mass ``Z_π[g]`` is tiny
         would reject for ever): say what was reached instead of running on.
+    given : (ndarray (n0, d), ndarray (n0,)), optional
+        Points where ``g`` is already known and its values: the run continues the generative
+        process from them (§4.4: predictive samples from a posterior state of the latent
+        history, its data and rejections).  Factored once, then grown as above.
 
     Returns
     -------
@@ -120,19 +127,38 @@ def sample_prior(kernel: Covariance, base: Any, n_samples: int, rng: np.random.G
         raise InvalidParameterError(f"jitter={jitter!r} must be in [0, 1) (× sd²).")
     nugget = float(jitter) * kernel.sd**2
     d = base.ndim
-    cap0 = min(cap, max(16, 4 * p))
+    n0 = 0
+    if given is not None:
+        x0 = np.asarray(given[0], dtype=float).reshape(-1, d)
+        g0 = np.asarray(given[1], dtype=float).ravel()
+        if len(x0) != len(g0) or not (np.all(np.isfinite(x0)) and np.all(np.isfinite(g0))):
+            raise InvalidParameterError(
+                f"given has {len(x0)} points and {len(g0)} values; give finite (points (n0, "
+                f"{d}), values (n0,)) of the same length.")
+        n0 = len(x0)
+    cap += n0
+    cap0 = min(cap, max(16, 4 * p + n0))
     L = np.zeros((cap0, cap0))
     X = np.empty((cap0, d))
     w = np.empty(cap0)  # L⁻¹(G − μ): the white draws, one per proposal
     acc = np.zeros(cap0, dtype=bool)
-    n = n_acc = 0
+    if n0:
+        try:
+            L[:n0, :n0] = np.linalg.cholesky(kernel(x0) + nugget * np.eye(n0))
+        except np.linalg.LinAlgError:
+            raise NotPositiveDefiniteError(
+                "the given points' covariance is not positive definite (points nearly "
+                f"coincide); raise jitter={jitter!r}.") from None
+        X[:n0] = x0
+        w[:n0] = solve_triangular(L[:n0, :n0], g0 - mean, lower=True, check_finite=False)
+    n, n_acc = n0, 0
     while n_acc < p:  # step 12
         if n == cap:
             raise InvalidParameterError(
-                f"max_proposals={cap} reached with {n_acc} of n_samples={p} accepted: this "
-                "density puts little mass where π proposes (Z_π[g] ≈ "
-                f"{n_acc / n:.3g}); raise max_proposals, or use a GP mean or α that "
-                "gives Φ(g) more mass.")
+                f"max_proposals={cap - n0} reached with {n_acc} of n_samples={p} accepted: "
+                "this density puts little mass where π proposes (Z_π[g] ≈ "
+                f"{n_acc / max(n - n0, 1):.3g}); raise max_proposals, or use a GP mean or α "
+                "that gives Φ(g) more mass.")
         if n == len(L):  # grow the buffers (the factor keeps its rows: never refactored)
             m = min(cap, 2 * n)
             L2 = np.zeros((m, m))
@@ -167,7 +193,7 @@ def sample_prior(kernel: Covariance, base: Any, n_samples: int, rng: np.random.G
         w[n] = z
         n += 1
     G = mean + L[:n, :n] @ w[:n]
-    return PriorHistory(X[:n].copy(), G, acc[:n].copy(), L[:n, :n].copy())
+    return PriorHistory(X[:n].copy(), G, acc[:n].copy(), L[:n, :n].copy(), n0)
 
 
 def conditional_mean(kernel: Covariance, history: PriorHistory, points: np.ndarray,

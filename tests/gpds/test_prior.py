@@ -99,3 +99,18 @@ def test_bad_inputs_are_refused_by_name():
         GaussianBase.create([0.0, 0.0], [[1.0, 1.0], [1.0, 1.0]])
     with pytest.raises(InvalidParameterError, match="mean"):
         GaussianBase.create([np.nan], 1.0)
+
+
+def test_a_run_continues_from_given_points():
+    """§4.4's continuation: the given points condition g and are not among the samples."""
+    k = SquaredExponential(sd=1.0, lengthscale=0.5)
+    b = UniformBase.create([0.0], [1.0])
+    x0, g0 = np.array([[0.2], [0.7]]), np.array([3.0, -3.0])
+    h = sample_prior(k, b, 5, np.random.default_rng(2), given=(x0, g0))
+    assert h.n_given == 2 and len(h.samples) == 5
+    np.testing.assert_array_equal(h.x[:2], x0)
+    np.testing.assert_allclose(h.g[:2], g0, rtol=0, atol=1e-12)
+    K = k(h.x) + 1e-10 * np.eye(len(h.x))
+    np.testing.assert_allclose(h.chol @ h.chol.T, K, rtol=0, atol=1e-12)
+    with pytest.raises(InvalidParameterError, match="given has 2 points and 1 values"):
+        sample_prior(k, b, 1, np.random.default_rng(2), given=(x0, g0[:1]))
