@@ -14,10 +14,12 @@ from .history import (
     log_count_ratio,
     move_rejections,
     predictive_samples,
+    update_kernel,
     update_values,
 )
 from .prior import JITTER, PriorHistory, conditional_mean, sample_prior
 
 __all__ = ["JITTER", "LINKS", "GaussianBase", "LatentHistory", "PriorHistory", "UniformBase",
            "change_rejections", "conditional_mean", "link", "log_count_ratio",
-           "move_rejections", "predictive_samples", "sample_prior", "update_values"]
+           "move_rejections", "predictive_samples", "sample_prior", "update_kernel",
+           "update_values"]

@@ -12,8 +12,9 @@ joint move of locations and values (random walk, conditional draw, underrelaxati
 function values' update by elliptical slice sampling (the stronger alternative to the
 underrelaxed proposal: ``Π_n Φ(g_n) Π_m (1 − Φ(g_m))`` is a Bernoulli likelihood with label 1
 at the data and 0 at the rejections, so the library's ESS runs on it unchanged).  Still to
-build: §4.3's hyperparameter moves, §4.4's predictive *density* (eq. 5), the sweep, the
-model family.  §4.4's predictive samples: :func:`predictive_samples`.
+build: §4.3's moves of the base measure's φ and the surrogate-data slice sampler for θ,
+§4.4's predictive *density* (eq. 5), the sweep, the model family.  §4.3's M–H for the
+kernel's θ: :func:`update_kernel`.  §4.4's predictive samples: :func:`predictive_samples`.
 
 This first version refactors the dense ``(N + M)``-point covariance at each move, the cost
 the paper's method has (its ``O((N + M)³)``); the lattice-scale version of issue 29 removes it.
@@ -22,6 +23,7 @@ the paper's method has (its ``O((N + M)³)``); the lattice-scale version of issu
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +32,7 @@ from scipy.special import gammaln
 
 from ..covariance import Covariance
 from ..errors import InvalidParameterError, NotPositiveDefiniteError
+from ..hyperpriors import Hyperprior
 from ..likelihoods import Bernoulli
 from ..models.latent import LatentGaussianModel
 from ..priors import DensePrior
@@ -38,7 +41,7 @@ from .base import link
 from .prior import JITTER, PriorHistory, sample_prior
 
 __all__ = ["LatentHistory", "change_rejections", "log_count_ratio", "move_rejections",
-           "predictive_samples", "update_values"]
+           "predictive_samples", "update_kernel", "update_values"]
 
 #: the Bernoulli likelihood's link for each squashing function Φ
 _BERNOULLI_LINK = {"logistic": "logit", "probit": "probit"}
@@ -306,3 +309,71 @@ def predictive_samples(state: LatentHistory, rng: np.random.Generator, kernel: C
                      jitter=jitter, max_proposals=max_proposals,
                      given=(state.points, state.g))
     return h.samples
+
+
+def gp_logpdf(kernel: Covariance, points: np.ndarray, g: np.ndarray, mean: float,
+              nugget: float) -> float:
+    """``log N(g; μ, K(points) + nugget I)`` (the GP term of §4.3's ratio)."""
+    K = kernel(points) + nugget * np.eye(len(points))
+    try:
+        L = np.linalg.cholesky(K)
+    except np.linalg.LinAlgError:
+        return -math.inf  # a θ whose covariance does not factor has no density here
+    z = np.linalg.solve(L, g - mean)
+    return float(-0.5 * z @ z - np.sum(np.log(np.diag(L))) - 0.5 * len(g) * math.log(2 * math.pi))
+
+
+def update_kernel(state: LatentHistory, rng: np.random.Generator, kernel: Covariance,
+                  hyperpriors: Mapping[str, Hyperprior], *, step: float = 0.3,
+                  mean: float = 0.0, jitter: float = JITTER) -> tuple[Covariance, int]:
+    """§4.3: Metropolis–Hastings for the kernel's hyperparameters θ given the latent history.
+
+    One univariate random-walk proposal per named hyperparameter, on its unconstrained scale
+    (``log`` for positive ones): ``û = u + step · ε``, accepted with
+    ``p(θ̂) N({G_M, G_N} | M, D, θ̂) / p(θ) N({G_M, G_N} | M, D, θ)`` (the base measure's
+    terms cancel: φ does not move here; the proposal is symmetric in ``u``, the Jacobian is
+    in :meth:`~lattice_lgm.hyperpriors.Hyperprior.logpdf_unconstrained`).
+
+    Parameters
+    ----------
+    state : LatentHistory
+    rng : numpy.random.Generator
+    kernel : Covariance
+        The current θ.
+    hyperpriors : mapping of str to Hyperprior
+        The kernel's hyperparameters to move (e.g. ``sd``, ``lengthscale``) and their priors.
+    step : float
+        Random-walk scale on the unconstrained scale.
+    mean : float
+    jitter : float
+
+    Returns
+    -------
+    kernel : Covariance
+        The new θ.
+    accepted : int
+        How many of the proposals were accepted.
+    """
+    if not (isinstance(step, (int, float)) and step > 0 and math.isfinite(step)):
+        raise InvalidParameterError(f"step={step!r} must be a finite number > 0.")
+    for name, hp in hyperpriors.items():
+        if not isinstance(hp, Hyperprior):
+            raise InvalidParameterError(
+                f"hyperpriors[{name!r}]={hp!r} must be a lattice_lgm.hyperpriors.Hyperprior.")
+    pts, accepted = state.points, 0
+    current = gp_logpdf(kernel, pts, state.g, mean, float(jitter) * kernel.sd**2)
+    for name, hp in hyperpriors.items():
+        value = getattr(kernel, name)
+        x = float(value[0] if isinstance(value, tuple) else value)
+        u = float(hp.to_unconstrained(x))
+        u_new = u + step * rng.standard_normal()
+        x_new = float(hp.from_unconstrained(u_new))
+        lp_new = float(hp.logpdf_unconstrained(u_new))
+        if not math.isfinite(lp_new):
+            continue
+        proposal = kernel.with_params(**{name: x_new})
+        ll_new = gp_logpdf(proposal, pts, state.g, mean, float(jitter) * proposal.sd**2)
+        log_a = lp_new + ll_new - float(hp.logpdf_unconstrained(u)) - current
+        if math.log(rng.random()) < log_a:
+            kernel, current, accepted = proposal, ll_new, accepted + 1
+    return kernel, accepted
