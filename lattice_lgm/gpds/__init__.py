@@ -14,6 +14,7 @@ from .history import (
     log_count_ratio,
     move_rejections,
     predictive_samples,
+    sweep,
     update_kernel,
     update_values,
 )
@@ -21,5 +22,5 @@ from .prior import JITTER, PriorHistory, conditional_mean, sample_prior
 
 __all__ = ["JITTER", "LINKS", "GaussianBase", "LatentHistory", "PriorHistory", "UniformBase",
            "change_rejections", "conditional_mean", "link", "log_count_ratio",
-           "move_rejections", "predictive_samples", "sample_prior", "update_kernel",
+           "move_rejections", "predictive_samples", "sample_prior", "sweep", "update_kernel",
            "update_values"]

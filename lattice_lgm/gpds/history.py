@@ -41,7 +41,7 @@ from .base import link
 from .prior import JITTER, PriorHistory, sample_prior
 
 __all__ = ["LatentHistory", "change_rejections", "log_count_ratio", "move_rejections",
-           "predictive_samples", "update_kernel", "update_values"]
+           "predictive_samples", "sweep", "update_kernel", "update_values"]
 
 #: the Bernoulli likelihood's link for each squashing function Φ
 _BERNOULLI_LINK = {"logistic": "logit", "probit": "probit"}
@@ -377,3 +377,42 @@ def update_kernel(state: LatentHistory, rng: np.random.Generator, kernel: Covari
         if math.log(rng.random()) < log_a:
             kernel, current, accepted = proposal, ll_new, accepted + 1
     return kernel, accepted
+
+
+def sweep(state: LatentHistory, rng: np.random.Generator, kernel: Covariance, base: Any, *,
+          hyperpriors: Mapping[str, Hyperprior] | None = None, link_name: str = "logistic",
+          mean: float = 0.0, n_count: int = 1, n_move: int = 1, n_values: int = 1,
+          step: float = 0.1, relax: float = 0.9, hyper_step: float = 0.3,
+          jitter: float = JITTER) -> tuple[LatentHistory, Covariance, dict[str, int]]:
+    """One sweep of the latent-history sampler (§4).
+
+    ``M`` (§4.1), the locations with their values (§4.2), the values by elliptical slice
+    sampling, then θ (§4.3).
+
+    Each part leaves the posterior of the latent history (and θ) invariant, so the sweep
+    does (their composition).
+
+    Returns
+    -------
+    state : LatentHistory
+    kernel : Covariance
+        The new θ (``kernel`` when ``hyperpriors`` is None).
+    accepted : dict of str to int
+        Accepted proposals of each move: ``count``, ``move``, ``kernel``.
+    """
+    acc = {"count": 0, "move": 0, "kernel": 0}
+    for _ in range(n_count):
+        state, a = change_rejections(state, rng, kernel, base, link_name=link_name, mean=mean,
+                                     jitter=jitter)
+        acc["count"] += int(a)
+    for _ in range(n_move):
+        state, a = move_rejections(state, rng, kernel, base, link_name=link_name, mean=mean,
+                                   step=step, relax=relax, jitter=jitter)
+        acc["move"] += int(a)
+    state = update_values(state, rng, kernel, link_name=link_name, mean=mean,
+                          n_updates=n_values, jitter=jitter)
+    if hyperpriors:
+        kernel, a = update_kernel(state, rng, kernel, hyperpriors, step=hyper_step, mean=mean,
+                                  jitter=jitter)
+        acc["kernel"] += a
+    return state, kernel, acc
