@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 from tests.papers._paper_scripts import load
 
 G = load("gpds2009")
@@ -18,3 +20,22 @@ def test_quick_figure1_writes_four_prior_densities(tmp_path):
         # every history ends on its 40th acceptance, after at least 40 proposals
         assert p["n_proposals"] == res["n_samples"] + p["n_rejections"] >= res["n_samples"]
     assert (tmp_path / "gpds2009_figure1.png").stat().st_size > 10_000
+
+
+def test_the_ring_and_its_parzen_baseline(tmp_path):
+    train, test = G.ring(0)
+    assert train.shape == (100, 2) and test.shape == (50, 2)
+    r = np.hypot(*np.concatenate([train, test]).T)
+    assert abs(r.mean() - 1.5) < 0.1 and 0.1 < r.std() < 0.3  # radius 1.5, noise sd 0.2
+    np.testing.assert_array_equal(G.ring(0)[0], train)  # seeded
+    # the kernel density estimate is a density: it integrates to 1
+    ax = np.linspace(-4.0, 4.0, 401)
+    gx, gy = np.meshgrid(ax, ax)
+    pts = np.column_stack([gx.ravel(), gy.ravel()])
+    mass = np.exp(G.parzen_logpdf(train, pts, 0.2)).sum() * (ax[1] - ax[0]) ** 2
+    assert abs(mass - 1.0) < 1e-3
+    h = G.parzen_bandwidth(train)
+    assert G.BANDWIDTHS[0] < h < G.BANDWIDTHS[-1]  # an interior optimum, not a grid edge
+    assert G.main(["--quick", "--out", str(tmp_path)]) == 0
+    res = json.loads((tmp_path / "gpds2009.json").read_text())["ring_parzen"]
+    assert len(res["per_seed"]) == 2 and -4.0 < res["mean"] < -1.5
