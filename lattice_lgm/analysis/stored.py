@@ -20,25 +20,13 @@ from typing import Any
 import numpy as np
 import shapely
 
+from ..covariates import DesignMatrix
 from ..errors import InvalidParameterError
 from ..lattice import Lattice
 from ..models.reporting import LGCPReporting
 from ..window import Window
 
 __all__ = ["StoredLGCP"]
-
-
-class _StoredDesign:
-    """The covariate columns as stored: standardised, with their centres and scales."""
-
-    def __init__(self, names: list[str], columns: np.ndarray, center: Any, scale: Any) -> None:
-        self.names = names
-        #: standardised columns, shape (*lattice.shape, p) (NaN outside the window)
-        self.X = np.moveaxis(np.asarray(columns, dtype=float), 0, -1)
-        self.center = np.asarray(center, dtype=float)
-        self.scale = np.asarray(scale, dtype=float)
-        # as DesignMatrix.X_original: ``center + scale · X``, the centre outside the window
-        self.X_original = self.center + self.scale * np.nan_to_num(self.X, nan=0.0)
 
 
 class _StoredWindow:
@@ -71,7 +59,8 @@ class StoredLGCP(LGCPReporting):
         The point pattern in (x, y[, t]) order (runs before decision 101's record: None).
     window : Window (its recorded geometry) or, for older runs, the outline rings only
     nu : float or None
-    design : the stored covariate columns (``names``, ``X_original``) or None
+    design : DesignMatrix or None
+        The stored standardised columns with their centres and scales.
 
     Raises
     ------
@@ -111,8 +100,13 @@ class StoredLGCP(LGCPReporting):
         self.design = None
         if "covariates" in const:
             names = [str(n) for n in const["covariate"].values]
-            self.design = _StoredDesign(names, const["covariates"].values, rec["center"],
-                                        rec["scale"])
+            # the design as stored: standardised columns (covariate first) and their scaling,
+            # so that X_original is DesignMatrix's own
+            self.design = DesignMatrix(
+                X=np.moveaxis(np.asarray(const["covariates"].values, dtype=float), 0, -1),
+                names=tuple(names), center=np.asarray(rec["center"], dtype=float),
+                scale=np.asarray(rec["scale"], dtype=float), methods={},
+                formula="~ " + " + ".join(names), lattice=self.lattice, inside=self.inside)
 
     @property
     def area(self) -> float:

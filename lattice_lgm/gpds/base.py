@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import special
+from scipy.linalg import solve_triangular
 
 from .._validation import finite_array
 from ..errors import InvalidParameterError
@@ -90,7 +91,8 @@ class GaussianBase:
 
     def logpdf(self, x: np.ndarray) -> np.ndarray:
         """``log π(x)`` for points ``x`` (n, d)."""
-        z = np.linalg.solve(self.chol, (np.asarray(x, dtype=float) - self.mean).T)
+        z = solve_triangular(self.chol, (np.asarray(x, dtype=float) - self.mean).T, lower=True,
+                             check_finite=False)
         half_logdet = float(np.sum(np.log(np.diag(self.chol))))
         return -0.5 * np.sum(z * z, axis=0) - half_logdet - 0.5 * self.ndim * math.log(
             2 * math.pi)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.linalg import solve_triangular
 from scipy.special import gammaln
 
 from ..covariance import Covariance
@@ -108,8 +109,8 @@ def _conditional(kernel: Covariance, x_old: np.ndarray, g_old: np.ndarray, x_new
     except np.linalg.LinAlgError:
         raise NotPositiveDefiniteError(
             "the history's covariance is not positive definite; raise jitter.") from None
-    A = np.linalg.solve(L, Ks.T)
-    m = mean + A.T @ np.linalg.solve(L, g_old - mean)
+    A = solve_triangular(L, Ks.T, lower=True, check_finite=False)
+    m = mean + A.T @ solve_triangular(L, g_old - mean, lower=True, check_finite=False)
     C = Kss - A.T @ A
     try:
         Lc = np.linalg.cholesky(C + nugget * np.eye(len(x_new)))
@@ -319,7 +320,7 @@ def gp_logpdf(kernel: Covariance, points: np.ndarray, g: np.ndarray, mean: float
         L = np.linalg.cholesky(K)
     except np.linalg.LinAlgError:
         return -math.inf  # a θ whose covariance does not factor has no density here
-    z = np.linalg.solve(L, g - mean)
+    z = solve_triangular(L, g - mean, lower=True, check_finite=False)
     return float(-0.5 * z @ z - np.sum(np.log(np.diag(L))) - 0.5 * len(g) * math.log(2 * math.pi))
 
 

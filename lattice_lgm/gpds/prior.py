@@ -167,7 +167,7 @@ def sample_prior(kernel: Covariance, base: Any, n_samples: int, rng: np.random.G
             w = np.concatenate([w[:n], np.empty(m - n)])
             acc = np.concatenate([acc[:n], np.zeros(m - n, dtype=bool)])
         x = base.sample(rng, 1)  # step 3: x̃ ~ π
-        kxx = float(kernel(x)[0, 0]) + nugget
+        kxx = kernel.variance + nugget  # k(x, x) of a stationary kernel
         if n:
             # step 4: g̃ ~ GP(g | X, G, x̃): mean μ + lᵀw, variance k(x̃, x̃) − lᵀl
             k = kernel(X[:n], x)[:, 0]

@@ -76,6 +76,7 @@ class _Runner:
         # bit-generator states from the checkpoint)
         self.plan, self.sink, self.rngs = plan, sink, rngs
         self.view = plan.view
+        self._held: dict[str, frozenset[str]] = {}
         self.sweep = step if step is not None else self.view.default_sweep(
             plan.representation, plan.n_latent, plan.tune)
         self.checkpointing = checkpointing
@@ -111,6 +112,16 @@ class _Runner:
             rec["stats"][name] = np.broadcast_to(np.asarray(info[key]).astype(dt), (n,)).copy()
         return rec
 
+    def _stats_held(self, group: str) -> frozenset[str]:
+        """The sample stats ``group`` holds, listed once per run.
+
+        A store written by an older version lacks the sweep's own.
+        """
+        held = self._held.get(group)
+        if held is None:
+            held = self._held[group] = self.sink.names(group)
+        return held
+
     # -- buffers ---------------------------------------------------------------------------------
     def _flush(self, phase: str, buf: list[dict], start: int) -> None:
         """Write draws ``[start, start + len(buf))`` of ``phase`` for the local chains."""
@@ -124,7 +135,7 @@ class _Runner:
             self.sink.write(post, name, ch, sl, np.stack([r["scalars"][name] for r in buf], 1))
         if buf[0]["beta"] is not None:
             self.sink.write(post, "beta", ch, sl, np.stack([r["beta"] for r in buf], 1))
-        have = self.sink.names(stats)  # a store of an older version lacks the sweep's own
+        have = self._stats_held(stats)
         for name, _ in plan.stats:
             if name in have:
                 self.sink.write(stats, name, ch, sl,
@@ -146,7 +157,7 @@ class _Runner:
         names = self._scalar_names
         sc = {n: self.sink.read(post, n, ch, sl) for n in names}
         beta = self.sink.read(post, "beta", ch, sl) if self.view.coef_names else None
-        have = self.sink.names(stats)
+        have = self._stats_held(stats)
         st = {n: self.sink.read(stats, n, ch, sl) for n, _ in plan.stats if n in have}
         f = None
         if plan.thin_fields == 1:
