@@ -1,4 +1,4 @@
-"""Likelihoods on lattice windows: Poisson (counts × exposure), Gaussian, Bernoulli logit/probit.
+"""Likelihoods on lattice windows: Poisson, Gaussian, Bernoulli and binomial (logit/probit).
 
 Each likelihood factorises over the observed cells of a window and offers, for a linear
 predictor of shape ``(n_chains, *shape)``: ``loglik`` (Numba, parallel over chains, bitwise
@@ -10,6 +10,7 @@ with no information has precision 0.  See docs/likelihoods.md.
 
 from .base import SITE_METHODS, Likelihood, SiteApproximation
 from .bernoulli import LINKS, Bernoulli
+from .binomial import Binomial
 from .gaussian import Gaussian
 from .poisson import Poisson
 
@@ -17,6 +18,7 @@ __all__ = [
     "LINKS",
     "SITE_METHODS",
     "Bernoulli",
+    "Binomial",
     "Gaussian",
     "Likelihood",
     "Poisson",

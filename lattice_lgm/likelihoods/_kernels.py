@@ -1,42 +1,16 @@
-"""Numba code of every likelihood: site functions, log-likelihood, derivatives, approximations.
+"""Numba kernels of every likelihood: log-likelihood, derivatives, site approximations.
 
-One module, because Numba's cache is invalidated only when the file holding a cached function
-changes: kernels and the site functions they inline must share a file, or an edit to a site
-function would leave stale compiled kernels behind.
-
-Every likelihood factorises over observed cells, ``log L(η) = constant + Σ_i ℓ(η_i; y_i, a_i)``.
-This module holds, per likelihood,
-
-* ``<name>_logpdf(eta, y, aux)`` — a Numba ``@njit`` scalar function for ℓ without the constant
-  (the one :attr:`Likelihood.site_logpdf` exposes, callable from other njit code);
-* ``<name>_derivs(eta, y, aux)`` — ``(ℓ', ℓ'', ℓ''')`` at one site, njit;
-* ``<name>_logpdf_np`` — the vectorised NumPy twin of ``<name>_logpdf`` (same formula, same
-  branches), used by :meth:`Likelihood.loglik_reference`.
-
-Notation: ``eta`` is the linear predictor η, ``y`` the datum, ``aux`` the per-site parameter
-(Poisson: log exposure; Gaussian: noise precision; Bernoulli: unused), ``s = 2y − 1`` the signed
-label of a Bernoulli site.
-
-Numerics (fastmath off everywhere):
-
-* Poisson ``y·(η + a) − exp(η + a)``: ``exp`` overflows to ``inf`` above η + a ≈ 709.8, so ℓ, ℓ',
-  ℓ'', ℓ''' become ``-inf`` there — never NaN.
-* logit ``−softplus(−sη)`` with ``softplus(x) = max(x, 0) + log1p(exp(−|x|))``: finite for every
-  finite η; the derivatives use the logistic function evaluated without overflow.
-* probit ``log Φ(sη)`` with ``z = sη``: ``log1p(−½ erfc(z/√2))`` for z > 0,
-  ``log(½ erfc(−z/√2))`` for −5 ≤ z ≤ 0 and, below (``erfc`` underflows near z ≈ −38), the
-  erfcx-style form ``−z²/2 − ½ log 2π − log(|z| + K)`` with Laplace's continued fraction
-  ``Φ(−x) = φ(x)/(x + 1/(x + 2/(x + …)))`` (40 levels: converged to 2e-16 at x = 5).  The same
-  fraction gives ``z + φ(z)/Φ(z) = K`` without cancellation, which the derivatives need.
-
-The NumPy twins call NumPy's ``exp``/``log1p`` and SciPy's ``erfc`` where Numba calls the C
-library's, so the two agree to a few ulp per site, not bitwise (DESIGN §8: no SVML here).
+The scalar site functions they call live in :mod:`._sites` (re-exported here).  Numba
+invalidates a cached kernel only when its own file changes, not when a callee in another file
+does; the package's cache stamp (``lattice_lgm._numba_cache``, decision 82) drops every cached
+kernel whenever any source changes, so the two files may change apart (decision 103: the
+site functions left this module when the binomial's made it too long).
 
 One kernel serves all likelihoods through an integer ``kind`` (``POISSON``, ``GAUSSIAN``,
-``LOGIT``, ``PROBIT``) dispatched to the scalar site functions.  A kernel that took the site
-function as an argument would be recompiled in every process (Numba cannot cache functions
-specialised on a dispatcher argument; measured), so the dispatch is by integer and
-``cache=True`` holds.
+``LOGIT``, ``PROBIT``, ``BINOMIAL_LOGIT``, ``BINOMIAL_PROBIT``) dispatched to the scalar site
+functions.  A kernel that took the site function as an argument would be recompiled in every
+process (Numba cannot cache functions specialised on a dispatcher argument; measured), so the
+dispatch is by integer and ``cache=True`` holds.
 
 Determinism: the outer ``prange`` runs over chains (or over independent sites), and each chain's
 sum runs sequentially in index order with fastmath off, so a chain's log-likelihood is bitwise
@@ -49,12 +23,15 @@ likelihood here is log-concave, so ``h'' ≤ −1/v``:
 * *Laplace*: the mode η̂ of ``h`` by safeguarded Newton (Newton steps, bisection when a step leaves
   the bracket or stops halving it — Numerical Recipes' ``rtsafe``) inside an analytic bracket, to
   ``|Δη| ≤ 1e-13 (1 + |η|)``; the fitted precision is ``−h''(η̂) = −ℓ''(η̂) + 1/v``.
-* *moments* (Poisson, logit): mean and variance by Gauss–Legendre quadrature (40 nodes) on each
-  side of the mode, over ``[η̂ − R₋, η̂ + R₊]`` where ``h`` has dropped by 36 below ``h(η̂)``
-  (relative mass beyond < e⁻³⁶ by concavity).  Gauss–Hermite centred on the Laplace fit was
-  tried first and measured wrong by up to 8 % in the variance for skewed site posteriors (prior
-  variance 10⁴, Poisson y = 0 or logit); the two-sided rule stays within 1e-7 on the same cases.
+* *moments* (Poisson, logit, binomial): mean and variance by Gauss–Legendre quadrature
+  (40 nodes) on each side of the mode, over ``[η̂ − R₋, η̂ + R₊]`` where ``h`` has dropped by
+  36 below ``h(η̂)`` (relative mass beyond < e⁻³⁶ by concavity).  Gauss–Hermite centred on the
+  Laplace fit was tried first and measured wrong by up to 8 % in the variance for skewed site
+  posteriors (prior variance 10⁴, Poisson y = 0 or logit); the two-sided rule stays within
+  1e-7 on the same cases.
 * *moments* (probit): the closed form of Rasmussen & Williams (2006, eq. 3.58).
+* a binomial site with no trials carries no information, whatever the method: ``Π = 0``,
+  ``c = m`` (its ℓ is 0, so the site posterior is the prior).
 
 The fit ``N(μ, σ²)`` is returned as the Gaussian pseudo-likelihood ``N(c; η, 1/Π)`` that
 reproduces it: ``Π = 1/σ² − 1/v`` and ``c = m + (μ − m)/(σ²Π)`` (algebraically
@@ -70,9 +47,34 @@ import math
 import numba
 import numpy as np
 from numba import prange
-from scipy import special
+
+from ._sites import (
+    bernoulli_logit_derivs,
+    bernoulli_logit_logpdf,
+    bernoulli_logit_logpdf_np,
+    bernoulli_probit_derivs,
+    bernoulli_probit_logpdf,
+    bernoulli_probit_logpdf_np,
+    binomial_logit_derivs,
+    binomial_logit_logpdf,
+    binomial_logit_logpdf_np,
+    binomial_probit_derivs,
+    binomial_probit_logpdf,
+    binomial_probit_logpdf_np,
+    gaussian_derivs,
+    gaussian_logpdf,
+    gaussian_logpdf_np,
+    inv_mills,
+    log_normal_cdf,
+    log_normal_cdf_np,
+    poisson_derivs,
+    poisson_logpdf,
+    poisson_logpdf_np,
+)
 
 __all__ = [
+    "BINOMIAL_LOGIT",
+    "BINOMIAL_PROBIT",
     "GAUSSIAN",
     "LAPLACE",
     "LOGIT",
@@ -85,6 +87,12 @@ __all__ = [
     "bernoulli_probit_derivs",
     "bernoulli_probit_logpdf",
     "bernoulli_probit_logpdf_np",
+    "binomial_logit_derivs",
+    "binomial_logit_logpdf",
+    "binomial_logit_logpdf_np",
+    "binomial_probit_derivs",
+    "binomial_probit_logpdf",
+    "binomial_probit_logpdf_np",
     "deriv_kernel",
     "gaussian_derivs",
     "gaussian_logpdf",
@@ -100,173 +108,6 @@ __all__ = [
     "site_approx_kernel",
 ]
 
-_SQRT2 = math.sqrt(2.0)
-_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-#: below this z, log Φ(z) and φ(z)/Φ(z) come from Laplace's continued fraction
-FRACTION_Z = -5.0
-_N_FRACTION = 40
-
-
-# -- Poisson: ℓ = y(η + log E) − E e^η -------------------------------------------------------
-
-
-@numba.njit(cache=True)
-def poisson_logpdf(eta: float, y: float, aux: float) -> float:
-    """Poisson site log-density without ``−lgamma(y + 1)``; ``aux`` is the log exposure."""
-    u = eta + aux
-    return y * u - math.exp(u)
-
-
-@numba.njit(cache=True)
-def poisson_derivs(eta: float, y: float, aux: float) -> tuple[float, float, float]:
-    """``(ℓ', ℓ'', ℓ''')`` of the Poisson site: ``(y − λ, −λ, −λ)`` with ``λ = exp(η + aux)``."""
-    lam = math.exp(eta + aux)
-    return y - lam, -lam, -lam
-
-
-def poisson_logpdf_np(eta: np.ndarray, y: np.ndarray, aux: np.ndarray) -> np.ndarray:
-    """NumPy twin of :func:`poisson_logpdf` (broadcasting)."""
-    with np.errstate(over="ignore"):
-        u = eta + aux
-        return y * u - np.exp(u)
-
-
-# -- Gaussian: ℓ = −½ τ (y − η)² ---------------------------------------------------------------
-
-
-@numba.njit(cache=True)
-def gaussian_logpdf(eta: float, y: float, aux: float) -> float:
-    """Gaussian site log-density without ``½ log(τ/2π)``; ``aux`` is the noise precision τ."""
-    d = y - eta
-    return -0.5 * aux * (d * d)
-
-
-@numba.njit(cache=True)
-def gaussian_derivs(eta: float, y: float, aux: float) -> tuple[float, float, float]:
-    """``(ℓ', ℓ'', ℓ''') = (τ(y − η), −τ, 0)`` of the Gaussian site."""
-    return aux * (y - eta), -aux, 0.0
-
-
-def gaussian_logpdf_np(eta: np.ndarray, y: np.ndarray, aux: np.ndarray) -> np.ndarray:
-    """NumPy twin of :func:`gaussian_logpdf` (broadcasting)."""
-    with np.errstate(over="ignore"):
-        d = y - eta
-        return -0.5 * aux * (d * d)
-
-
-# -- Bernoulli, logit link: ℓ = yη − softplus(η) = −softplus(−sη) ----------------------------
-
-
-@numba.njit(cache=True)
-def _softplus(x: float) -> float:
-    return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
-
-
-@numba.njit(cache=True)
-def _logistic(x: float) -> float:
-    if x >= 0.0:
-        return 1.0 / (1.0 + math.exp(-x))
-    e = math.exp(x)
-    return e / (1.0 + e)
-
-
-@numba.njit(cache=True)
-def bernoulli_logit_logpdf(eta: float, y: float, aux: float) -> float:
-    """Logit Bernoulli site log-probability ``−softplus(−sη)``, ``s = 2y − 1`` (aux unused)."""
-    s = 2.0 * y - 1.0
-    return -_softplus(-s * eta)
-
-
-@numba.njit(cache=True)
-def bernoulli_logit_derivs(eta: float, y: float, aux: float) -> tuple[float, float, float]:
-    """``(sσ(−sη), −σ(η)σ(−η), −σ(η)σ(−η)(σ(−η) − σ(η)))`` of the logit Bernoulli site."""
-    s = 2.0 * y - 1.0
-    p = _logistic(eta)
-    q = _logistic(-eta)
-    d2 = -p * q
-    return s * _logistic(-s * eta), d2, d2 * (q - p)
-
-
-def bernoulli_logit_logpdf_np(eta: np.ndarray, y: np.ndarray, aux: np.ndarray) -> np.ndarray:
-    """NumPy twin of :func:`bernoulli_logit_logpdf` (broadcasting)."""
-    x = -(2.0 * y - 1.0) * eta
-    return -(np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x))))
-
-
-# -- Bernoulli, probit link: ℓ = log Φ(sη) ----------------------------------------------------
-
-
-@numba.njit(cache=True)
-def _mills_tail(x: float) -> float:
-    """``K(x) = 1/(x + 2/(x + 3/(x + …)))``, so that ``Φ(−x) = φ(x)/(x + K)`` (x ≥ 5).
-
-    Laplace's continued fraction, evaluated backwards from depth ``_N_FRACTION``; at x = 5 it
-    has converged to 2e-16 relative (more terms change nothing), faster for larger x.
-    """
-    t = x
-    for k in range(_N_FRACTION, 1, -1):
-        t = x + k / t
-    return 1.0 / t
-
-
-@numba.njit(cache=True)
-def log_normal_cdf(z: float) -> float:
-    """``log Φ(z)``, accurate to ~1e-15 relative for every finite z (see the module notes)."""
-    if z > 0.0:
-        return math.log1p(-0.5 * math.erfc(z / _SQRT2))
-    if z >= FRACTION_Z:
-        return math.log(0.5 * math.erfc(-z / _SQRT2))
-    x = -z
-    return -0.5 * x * x - _HALF_LOG_2PI - math.log(x + _mills_tail(x))
-
-
-@numba.njit(cache=True)
-def inv_mills(z: float) -> tuple[float, float]:
-    """``(r, z + r)`` with ``r = φ(z)/Φ(z)``; below z = −5, ``z + r = K(−z)`` (no cancellation)."""
-    if z >= FRACTION_Z:
-        r = _INV_SQRT_2PI * math.exp(-0.5 * z * z) / (0.5 * math.erfc(-z / _SQRT2))
-        return r, z + r
-    k = _mills_tail(-z)
-    return k - z, k
-
-
-@numba.njit(cache=True)
-def bernoulli_probit_logpdf(eta: float, y: float, aux: float) -> float:
-    """Probit Bernoulli site log-probability ``log Φ(sη)``, ``s = 2y − 1`` (aux unused)."""
-    return log_normal_cdf((2.0 * y - 1.0) * eta)
-
-
-@numba.njit(cache=True)
-def bernoulli_probit_derivs(eta: float, y: float, aux: float) -> tuple[float, float, float]:
-    """``(s r, −r(z + r), s r((z + r)(z + 2r) − 1))`` with ``z = sη``, ``r = φ(z)/Φ(z)``."""
-    s = 2.0 * y - 1.0
-    z = s * eta
-    r, zr = inv_mills(z)
-    return s * r, -r * zr, s * r * (zr * (zr + r) - 1.0)
-
-
-def log_normal_cdf_np(z: np.ndarray) -> np.ndarray:
-    """NumPy twin of :func:`log_normal_cdf` (same branches; SciPy's ``erfc``)."""
-    z = np.asarray(z, dtype=np.float64)
-    out = np.empty_like(z)
-    pos = z > 0.0
-    mid = (z <= 0.0) & (z >= FRACTION_Z)
-    low = ~(pos | mid)
-    out[pos] = np.log1p(-0.5 * special.erfc(z[pos] / _SQRT2))
-    out[mid] = np.log(0.5 * special.erfc(-z[mid] / _SQRT2))
-    x = -z[low]
-    t = x.copy()
-    for k in range(_N_FRACTION, 1, -1):
-        t = x + k / t
-    out[low] = -0.5 * x * x - _HALF_LOG_2PI - np.log(x + 1.0 / t)
-    return out
-
-
-def bernoulli_probit_logpdf_np(eta: np.ndarray, y: np.ndarray, aux: np.ndarray) -> np.ndarray:
-    """NumPy twin of :func:`bernoulli_probit_logpdf` (broadcasting)."""
-    return log_normal_cdf_np((2.0 * np.asarray(y) - 1.0) * np.asarray(eta))
-
 
 # -- kernels --------------------------------------------------------------------------------------
 
@@ -274,6 +115,8 @@ POISSON = 0
 GAUSSIAN = 1
 LOGIT = 2
 PROBIT = 3
+BINOMIAL_LOGIT = 4
+BINOMIAL_PROBIT = 5
 
 LAPLACE = 0
 MOMENTS = 1
@@ -296,7 +139,11 @@ def site_value(kind: int, eta: float, y: float, aux: float) -> float:
         return gaussian_logpdf(eta, y, aux)
     if kind == LOGIT:
         return bernoulli_logit_logpdf(eta, y, aux)
-    return bernoulli_probit_logpdf(eta, y, aux)
+    if kind == PROBIT:
+        return bernoulli_probit_logpdf(eta, y, aux)
+    if kind == BINOMIAL_LOGIT:
+        return binomial_logit_logpdf(eta, y, aux)
+    return binomial_probit_logpdf(eta, y, aux)
 
 
 @numba.njit(cache=True)
@@ -308,7 +155,11 @@ def site_derivs(kind: int, eta: float, y: float, aux: float) -> tuple[float, flo
         return gaussian_derivs(eta, y, aux)
     if kind == LOGIT:
         return bernoulli_logit_derivs(eta, y, aux)
-    return bernoulli_probit_derivs(eta, y, aux)
+    if kind == PROBIT:
+        return bernoulli_probit_derivs(eta, y, aux)
+    if kind == BINOMIAL_LOGIT:
+        return binomial_logit_derivs(eta, y, aux)
+    return binomial_probit_derivs(eta, y, aux)
 
 
 @numba.njit(parallel=True, cache=True)
@@ -375,6 +226,8 @@ def _mode_bracket(kind, y, aux, m, v):
         else:
             w0 = logx - math.log(logx) + math.log(logx) / logx
         return mp - width, mp, mp - min(w0, width)
+    if kind == BINOMIAL_LOGIT or kind == BINOMIAL_PROBIT:
+        return _binomial_bracket(kind, y, aux, m, v)
     s = 2.0 * y - 1.0
     if kind == LOGIT:
         # |ℓ'| < 1: the mode is within v of m, on the label's side
@@ -385,6 +238,38 @@ def _mode_bracket(kind, y, aux, m, v):
     if s > 0.0:
         return m, m + reach, m
     return m - reach, m, m
+
+
+@numba.njit(cache=True)
+def _binomial_bracket(kind, y, n, m, v):
+    """``(lo, hi, start)`` for a binomial site, ``y`` successes of ``n`` trials.
+
+    ``ℓ' = y ℓ₁' + (n − y) ℓ₀'`` with ``0 ≤ ℓ₁' ≤ b₁`` and ``−b₀ ≤ ℓ₀' ≤ 0`` on the mode's side
+    of ``m`` (logit ``b = 1``; probit ``b₁ = 1 + max(0, −m)``, ``b₀ = 1 + max(0, m)``, as
+    Bernoulli's bracket), so ``h'(m − v(n − y)b₀) ≥ 0 ≥ h'(m + v y b₁)``.  With ``0 < y < n``
+    the site likelihood peaks at ``η* = g(y/n)`` and the mode lies between ``m`` and ``η*``;
+    the start is the precision-weighted mean of ``m`` and ``η*`` (η* exact for logit, the
+    logit's over 1.7 for probit, clipped to the bracket).
+    """
+    f = n - y
+    if kind == BINOMIAL_LOGIT:
+        lo = m - v * f
+        hi = m + v * y
+    else:
+        lo = m - v * f * (1.0 + max(0.0, m))
+        hi = m + v * y * (1.0 + max(0.0, -m))
+    if not (y > 0.0 and f > 0.0):
+        return lo, hi, m  # monotone (y = 0 or y = n) or no trials (lo = hi = m)
+    star = math.log(y / f)
+    info = y * f / n  # −ℓ''(η*) = n p(1 − p) (logit), p = y/n
+    if kind == BINOMIAL_LOGIT:
+        lo = max(lo, min(m, star))
+        hi = min(hi, max(m, star))
+    else:
+        star /= 1.7
+        info *= 2.6  # roughly the probit's n φ(η*)²/(p(1 − p)) near p = ½
+    start = (m / v + info * star) / (1.0 / v + info)
+    return lo, hi, min(max(start, lo), hi)
 
 
 @numba.njit(cache=True)
@@ -515,6 +400,9 @@ def site_approx(kind, method, y, aux, m, v, nodes, weights):
     """``(Π, c)`` of one site (see the module docstring)."""
     if kind == PROBIT and method == MOMENTS:
         return _probit_moments(y, m, v)
+    if (kind == BINOMIAL_LOGIT or kind == BINOMIAL_PROBIT) and not aux > 0.0:
+        return 0.0, m  # no trials: ℓ ≡ 0, the site posterior is the prior
+
     mode, d2 = laplace_mode(kind, y, aux, m, v)
     if method == LAPLACE:
         return pseudo_likelihood(mode, -d2, m, v)

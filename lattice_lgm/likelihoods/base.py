@@ -433,7 +433,8 @@ class Likelihood(ABC):
         SiteApproximation
             ``(n_obs,)`` arrays: ``center = argmax_η L_i(η)`` and ``precision = −ℓ_i''`` there.
             Sites whose maximum is at ±∞ or whose curvature there is 0 (Poisson ``y = 0``,
-            every Bernoulli site) get precision 0 and center 0.
+            every Bernoulli site, binomial ``y = 0``, ``y = n`` or ``n = 0``) get precision 0
+            and center 0.
         """
         precision, center = self._taylor()
         return SiteApproximation(precision=precision, center=center, method="taylor")

@@ -199,8 +199,8 @@ def field_mode(model: LatentGaussianModel, theta: Mapping[str, float], *,
     Parameters
     ----------
     model : LatentGaussianModel
-        Its likelihood must be log-concave in ``η`` (Poisson, Bernoulli, Gaussian): the site
-        curvatures ``D`` must be ≥ 0.
+        Its likelihood must be log-concave in ``η`` (Poisson, Bernoulli, binomial,
+        Gaussian): the site curvatures ``D`` must be ≥ 0.
     theta : mapping
         Hyperparameters (missing names take the model's values).
     f0 : ndarray, shape (1, *state_shape), optional

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from lattice_lgm.likelihoods import Bernoulli, Gaussian, Likelihood, Poisson
+from lattice_lgm.likelihoods import Bernoulli, Binomial, Gaussian, Likelihood, Poisson
 
-KINDS = ("poisson", "gaussian", "bernoulli-logit", "bernoulli-probit")
+KINDS = ("poisson", "gaussian", "bernoulli-logit", "bernoulli-probit", "binomial-logit",
+         "binomial-probit")
 SHAPES = ((11,), (4, 5), (3, 4, 5))
 
 
@@ -22,6 +23,10 @@ def make(kind: str, shape: tuple[int, ...], seed: int = 0, masked: bool = True) 
     elif kind == "gaussian":
         exposure = rng.uniform(0.3, 2.0, shape)  # noise_sd
         y = rng.normal(size=shape)
+    elif kind.startswith("binomial"):
+        exposure = rng.integers(0, 7, shape).astype(float)  # trials, some 0
+        exposure.flat[0] = 5.0
+        y = rng.binomial(exposure.astype(int), 0.4).astype(float)
     else:
         y = (rng.random(shape) < 0.5).astype(float)
     if mask is not None:
@@ -30,15 +35,21 @@ def make(kind: str, shape: tuple[int, ...], seed: int = 0, masked: bool = True) 
         return Poisson(y, exposure=exposure, mask=mask)
     if kind == "gaussian":
         return Gaussian(y, noise_sd=exposure, mask=mask)
+    if kind.startswith("binomial"):
+        if mask is not None:
+            exposure[~mask] = np.nan
+        return Binomial(y, exposure, link=kind.split("-")[1], mask=mask)
     return Bernoulli(y, link=kind.split("-")[1], mask=mask)
 
 
 def scalar(kind: str, y: float, aux_value: float = 1.0) -> Likelihood:
-    """A one-site likelihood (exposure or noise_sd ``aux_value``)."""
+    """A one-site likelihood (exposure, noise_sd or trials ``aux_value``)."""
     if kind == "poisson":
         return Poisson(np.array([y]), exposure=aux_value)
     if kind == "gaussian":
         return Gaussian(np.array([y]), noise_sd=aux_value)
+    if kind.startswith("binomial"):
+        return Binomial(np.array([y]), aux_value, link=kind.split("-")[1])
     return Bernoulli(np.array([y]), link=kind.split("-")[1])
 
 

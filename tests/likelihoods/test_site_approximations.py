@@ -19,6 +19,7 @@ from .cases import KINDS, make, scalar
 
 PRIORS = [(0.0, 1.0), (-3.0, 0.01), (4.0, 100.0), (1.5, 1e4), (-6.0, 2.0), (8.0, 0.5)]
 POISSON_DATA = [(0.0, 1.0), (1.0, 1.0), (7.0, 0.25), (500.0, 1.0), (500.0, 20.0)]
+BINOMIAL_DATA = [(3.0, 10.0), (0.0, 6.0), (6.0, 6.0), (1.0, 1.0), (0.0, 0.0), (170.0, 400.0)]
 
 
 def _log_lik(kind, y, aux_value):
@@ -27,6 +28,12 @@ def _log_lik(kind, y, aux_value):
         return lambda e: stats.poisson.logpmf(y, aux_value * np.exp(e))
     if kind == "gaussian":
         return lambda e: stats.norm.logpdf(y, loc=e, scale=aux_value)
+    if kind.startswith("binomial"):
+        # written apart from the Numba code: log C(n, y) + y log p(η) + (n − y) log(1 − p(η))
+        n = aux_value
+        log_c = special.gammaln(n + 1) - special.gammaln(y + 1) - special.gammaln(n - y + 1)
+        log_p = special.log_expit if kind == "binomial-logit" else special.log_ndtr
+        return lambda e: log_c + y * log_p(e) + (n - y) * log_p(-e)
     s = 2 * y - 1
     if kind == "bernoulli-logit":
         return lambda e: special.log_expit(s * e)
@@ -100,6 +107,11 @@ def _cases():
         for link in ("bernoulli-logit", "bernoulli-probit"):
             for y in (0.0, 1.0):
                 out.append((link, y, 1.0, m, v))
+    # binomial (y, n): interior, both monotone ends, one trial, none, many trials
+    for m, v in PRIORS:
+        for link in ("binomial-logit", "binomial-probit"):
+            for y, n in BINOMIAL_DATA:
+                out.append((link, y, n, m, v))
     out.append(("gaussian", 0.7, 0.3, 2.0, 0.5))
     out.append(("gaussian", -1.2, 4.0, 0.0, 1e4))
     return out
@@ -221,7 +233,8 @@ def test_sites_sharing_data_and_prior_are_fitted_once_bitwise(kind, method, monk
     np.testing.assert_array_equal(one.precision, lik.site_approximation(method, m, v).precision[0])
 
 
-@pytest.mark.parametrize("kind", ["poisson", "bernoulli-logit", "bernoulli-probit"])
+@pytest.mark.parametrize("kind", ["poisson", "bernoulli-logit", "bernoulli-probit",
+                                  "binomial-logit", "binomial-probit"])
 @pytest.mark.parametrize("method", ["laplace", "moments"])
 def test_extreme_priors_give_valid_pseudo_likelihoods(kind, method):
     lik = make(kind, (20,), seed=22, masked=False)
@@ -309,5 +322,8 @@ def test_taylor_is_the_maximum_of_each_site_likelihood(kind):
     elif kind == "gaussian":
         np.testing.assert_allclose(t.precision, lik.aux_obs)
         np.testing.assert_array_equal(t.center, lik.y_obs)
+    elif kind.startswith("binomial"):
+        np.testing.assert_array_equal(info, (lik.y_obs > 0) & (lik.y_obs < lik.aux_obs))
+        assert info.any() and not info.all()
     else:
         assert not info.any()
