@@ -1,0 +1,351 @@
+"""The GPDS at lattice scale: ``g`` on a lattice, the latent history drawn exactly given ``g``.
+
+The paper's sampler (§4) carries ``g`` only where it has been looked at — the data and the
+rejections — so each move refactors an ``(N + M)``-point covariance, ``O((N + M)³)``.  Here
+``g`` is a field on a regular lattice over the base measure's effective support with a
+structured prior (circulant embedding or a GMRF: the library's priors), and is *constant on
+each cell*: ``g(x) = g_c`` for ``x`` in cell ``c`` (a lookup).  The model is the GPDS of
+eq. 1 with that piecewise-constant ``g`` and ``π`` restricted to the lattice's box:
+
+    ``f(x | g) = π(x) Φ(g_{c(x)}) / Z[g]``,   ``Z[g] = Σ_c π_c Φ(g_c)``,
+
+where ``π_c`` is π's mass in cell ``c`` (normalised over the box) — so ``Z[g]``, intractable
+for the paper, is a finite sum here.  That opens an *exact* update of the whole latent history
+given ``g`` in place of the paper's §4.1–4.2 Metropolis–Hastings moves: Algorithm 1 run to its
+``N``th acceptance makes ``M`` rejections with ``M | g ~ NegativeBinomial(N, Z[g])`` (failures
+before the ``N``th success of trials with success probability ``Z[g]``; the orderings factor of
+eq. 4 is its binomial coefficient), and each rejection falls in cell ``c`` with probability
+``π_c (1 − Φ(g_c)) / (1 − Z[g])``, independently — multinomial counts ``b_c``.  Given the
+counts, the field's target is the paper's ``GP(g) Π_n Φ(g(x_n)) Π_m (1 − Φ(g(x_m)))`` =
+``GP(g) Π_c Φ(g_c)^{a_c} (1 − Φ(g_c))^{b_c}`` (``a_c`` data in the cell): a binomial
+likelihood per cell, updated by elliptical slice sampling (Murray, Adams & MacKay 2010) and the
+covariance hyperparameters by the Murray & Adams (2010) moves — the library's samplers,
+unchanged.  An iteration costs ``O(cells · log cells)`` (circulant) whatever ``N + M``.
+
+Within-cell error (against the continuous-``g`` GPDS): ``g(x) − g_c`` is Gaussian with
+variance ``2 sd² (1 − ρ(h))`` for ``x`` at distance ``h`` from the centre ``c``, at most the
+half diagonal ``h*``; as ``Φ′ ≤ 1/4`` (logistic) or ``1/√(2π)`` (probit), the root mean
+square error of ``Φ(g(x))`` is at most ``Φ′_max · sd · √(2 (1 − ρ(h*)))``
+(:meth:`LatticeGPDS.interpolation_bound`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from scipy import special
+
+from .._validation import positive_int
+from ..covariance import Covariance, SquaredExponential
+from ..errors import InvalidDataError, InvalidParameterError
+from ..hyperpriors import Hyperprior
+from ..lattice import Lattice
+from ..likelihoods import Binomial
+from ..models.latent import LatentGaussianModel
+from ..priors import CirculantPrior
+from ..samplers import EllipticalSlice, Gibbs, HyperMove, init_state
+from ..samplers._latent import loglik_at
+from ..samplers.state import LatentState
+from .base import GaussianBase, UniformBase, link
+from .predict import PredictiveDensity, batch_means_se
+
+__all__ = ["REJECTIONS", "SUPPORT_SD", "LatticeGPDS", "LatticeSweep"]
+
+#: a Gaussian base measure's lattice spans ``mean ± SUPPORT_SD · sd`` on each axis (the mass
+#: outside is 2 Φ(−4) = 6.3e-5 per axis; recorded as :attr:`LatticeGPDS.lost_mass`)
+SUPPORT_SD = 4.0
+#: the chain state's entry (``LatentState.extras``) holding the rejection counts per cell
+REJECTIONS = "gpds/rejections"
+#: the Bernoulli/binomial likelihood's link for each squashing function Φ
+_LINK = {"logistic": "logit", "probit": "probit"}
+#: the largest slope of each Φ (for the within-cell error bound)
+_MAX_SLOPE = {"logistic": 0.25, "probit": 1.0 / math.sqrt(2.0 * math.pi)}
+
+
+def _one_minus(link_name: str, eta: np.ndarray) -> np.ndarray:
+    """``1 − Φ(η)`` without cancellation (``Φ(−η)`` for both links)."""
+    return special.expit(-eta) if link_name == "logistic" else special.ndtr(-eta)
+
+
+class LatticeGPDS:
+    """A GPDS whose ``g`` is a field on a lattice over the base measure's support.
+
+    Parameters
+    ----------
+    data : array_like, shape (N, d)
+        Observed points, ``d`` = 1 or 2 (axis order ``(x,)`` or ``(x, y)``: the data's own
+        columns; the lattice stores them in array order ``(y, x)``).
+    base : UniformBase or GaussianBase
+        ``π``.  A Gaussian needs a diagonal covariance (its cell masses are products of
+        normal CDF differences); it is restricted to ``mean ± SUPPORT_SD · sd``.
+    cells : int or tuple of int
+        Cells per axis (in the data's column order).
+    kernel : Covariance, optional
+        The GP's covariance at the start (default: squared exponential with ``sd = 1`` and
+        a lengthscale of a tenth of the box's shortest side).
+    hyperpriors : mapping of str to Hyperprior, optional
+        Priors of the kernel's hyperparameters to sample (``sd``, ``range``); a ``range``
+        prior needs a finite upper bound (the torus is sized for it).
+    link_name : {"logistic", "probit"}
+        The squashing function ``Φ``.
+    mean : float
+        The GP's constant mean.
+
+    Attributes
+    ----------
+    lattice : Lattice
+    prior : CirculantPrior
+    masses : ndarray, shape lattice.shape
+        ``π_c``: the base measure's mass per cell, normalised over the box.
+    data_counts : ndarray of int, shape lattice.shape
+        ``a_c``: data per cell.
+    lost_mass : float
+        The base measure's mass outside the box (0 for a uniform base).
+    lgm : LatentGaussianModel
+        The field's model with no rejections (hyperparameter names, initial values).
+    """
+
+    def __init__(self, data: Any, base: UniformBase | GaussianBase, *,
+                 cells: int | Sequence[int] = 64, kernel: Covariance | None = None,
+                 hyperpriors: Mapping[str, Hyperprior] | None = None,
+                 link_name: str = "logistic", mean: float = 0.0) -> None:
+        link(link_name)  # a clear error for an unknown Φ
+        if not isinstance(base, (UniformBase, GaussianBase)):
+            raise InvalidParameterError(
+                f"base={base!r} must be a gpds.UniformBase or gpds.GaussianBase.")
+        d = base.ndim
+        if d not in (1, 2):
+            raise InvalidParameterError(
+                f"the base measure has {d} dimensions; the lattice path takes 1 or 2 (use the "
+                "dense sampler, lattice_lgm.gpds.history, in more).")
+        pts = np.asarray(data, dtype=float)
+        pts = pts.reshape(-1, 1) if (pts.ndim == 1 and d == 1) else pts
+        if pts.ndim != 2 or pts.shape[1] != d or len(pts) == 0:
+            raise InvalidDataError(
+                f"data has shape {np.shape(data)}; give N >= 1 points of shape (N, {d}).")
+        if not np.all(np.isfinite(pts)):
+            i = int(np.argmax(~np.all(np.isfinite(pts), axis=1)))
+            raise InvalidDataError(
+                f"data[{i}]={pts[i].tolist()} is not finite; drop or repair the point.")
+        n_cells = (cells,) * d if isinstance(cells, (int, np.integer)) else tuple(cells)
+        if len(n_cells) != d:
+            raise InvalidParameterError(f"cells={cells!r}: give one count per axis ({d}).")
+        for c in n_cells:
+            positive_int("cells", int(c), "cells per axis, e.g. 64")
+        lo, hi, self.lost_mass = self._box(base)
+        outside = ~(np.all((pts >= lo) & (pts <= hi), axis=1) & base.contains(pts))
+        if np.any(outside):
+            i = int(np.argmax(outside))
+            raise InvalidDataError(
+                f"data[{i}]={pts[i].tolist()} is outside the lattice's box {lo.tolist()}–"
+                f"{hi.tolist()} over the base measure's support: the model gives it no mass; "
+                "widen the base measure (its sd or box) or drop the point.")
+        spacing = (hi - lo) / np.asarray(n_cells)
+        # array order is reversed column order in 2-D ((y, x)), as everywhere in the library
+        self.lattice = Lattice(tuple(int(c) for c in n_cells[::-1]),
+                               spacing=tuple(float(s) for s in spacing[::-1]),
+                               origin=tuple(float(v) for v in lo[::-1]))
+        self.data, self.base, self.link, self.mean = pts, base, link_name, float(mean)
+        self._lo, self._hi = lo, hi
+        self.masses = self._cell_masses(base, lo, hi, np.asarray(n_cells))
+        self.data_cells = self.cell_of(pts)
+        self.data_counts = np.bincount(self.data_cells, minlength=self.lattice.size).reshape(
+            self.lattice.shape)
+        if kernel is None:
+            kernel = SquaredExponential(sd=1.0, lengthscale=float(np.min(hi - lo)) / 10.0)
+        hp = dict(hyperpriors or {})
+        upper = getattr(hp.get("range"), "upper", None)
+        max_range = float(upper) if upper is not None and math.isfinite(upper) else None
+        self.prior = CirculantPrior(self.lattice, kernel, max_range=max_range)
+        self.hyperpriors = hp
+        self.lgm = self.model_for(np.zeros(self.lattice.shape, dtype=np.int64))
+
+    # -- geometry -------------------------------------------------------------------------------
+    @staticmethod
+    def _box(base: Any) -> tuple[np.ndarray, np.ndarray, float]:
+        if isinstance(base, UniformBase):
+            return base.lower.copy(), base.upper.copy(), 0.0
+        chol = base.chol
+        if not np.allclose(chol, np.diag(np.diag(chol))):
+            raise InvalidParameterError(
+                "the lattice path needs a Gaussian base measure with a diagonal covariance "
+                "(cell masses are products of normal CDFs); whiten or rotate the data first.")
+        sd = np.diag(chol)
+        lo, hi = base.mean - SUPPORT_SD * sd, base.mean + SUPPORT_SD * sd
+        inside = float(np.prod(special.ndtr(SUPPORT_SD) - special.ndtr(-SUPPORT_SD)))
+        return lo, hi, 1.0 - inside
+
+    def _cell_masses(self, base: Any, lo: np.ndarray, hi: np.ndarray,
+                     n_cells: np.ndarray) -> np.ndarray:
+        per_axis = []
+        for a in range(len(lo)):
+            edges = np.linspace(lo[a], hi[a], int(n_cells[a]) + 1)
+            if isinstance(base, UniformBase):
+                m = np.diff(edges)
+            else:
+                z = (edges - base.mean[a]) / base.chol[a, a]
+                m = np.diff(special.ndtr(z))
+            per_axis.append(m / m.sum())
+        out = per_axis[0]
+        for m in per_axis[1:]:
+            out = np.multiply.outer(m, out)  # array order (y, x): the later column first
+        return out
+
+    def cell_of(self, x: Any) -> np.ndarray:
+        """Flat cell index (C order of :attr:`lattice`) of each point ``x`` (n, d)."""
+        pts = np.asarray(x, dtype=float).reshape(-1, len(self._lo))
+        n_cells = np.asarray(self.lattice.shape[::-1])
+        idx = np.floor((pts - self._lo) / (self._hi - self._lo) * n_cells).astype(np.int64)
+        idx = np.clip(idx, 0, n_cells - 1)  # the box's upper faces belong to the last cells
+        flat = idx[:, 0]
+        if idx.shape[1] == 2:
+            flat = idx[:, 1] * n_cells[0] + idx[:, 0]
+        return flat
+
+    def interpolation_bound(self, kernel: Covariance | None = None) -> float:
+        """RMS bound on ``|Φ(g(x)) − Φ(g_{c(x)})|`` against a continuous ``g`` (module doc)."""
+        k = kernel or self.prior.kernel
+        half = 0.5 * (self._hi - self._lo) / np.asarray(self.lattice.shape[::-1])
+        rho = float(k(np.zeros((1, len(half))), half[None])[0, 0]) / k.variance
+        return _MAX_SLOPE[self.link] * math.sqrt(2.0 * k.variance * max(1.0 - rho, 0.0))
+
+    # -- the model given the latent history ----------------------------------------------------
+    def model_for(self, rejections: np.ndarray) -> LatentGaussianModel:
+        """The field's model given rejection counts per cell (binomial sites)."""
+        a = self.data_counts
+        return LatentGaussianModel(
+            self.prior, Binomial(a, a + np.asarray(rejections), link=_LINK[self.link]),
+            hyperpriors=self.hyperpriors, mean=self.mean)
+
+    def eta(self, state: LatentState, c: int) -> np.ndarray:
+        """``g`` on the lattice's cells (flat, C order) of chain ``c``."""
+        f = np.asarray(state.f[c]).reshape(-1)
+        return f[self.lgm.state_index] + self.lgm.base_obs(state.theta_of(c))
+
+    def normaliser(self, eta: np.ndarray) -> float:
+        """``Z[g] = Σ_c π_c Φ(g_c)``."""
+        return float(np.sum(self.masses.reshape(-1) * link(self.link)(eta)))
+
+    def draw_history(self, eta: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The latent history given ``g``, exactly: rejection counts per cell (module doc).
+
+        Returns
+        -------
+        ndarray of int64, shape lattice.shape
+        """
+        m = self.masses.reshape(-1)
+        p_rej = m * _one_minus(self.link, eta)
+        total = float(p_rej.sum())  # 1 − Z[g], without cancellation
+        z = 1.0 - total
+        if not z > 0.0:
+            raise InvalidParameterError(
+                "Z[g] = 0: the field accepts nowhere; the chain has left the support.")
+        n_rej = int(rng.negative_binomial(len(self.data), z))
+        counts = rng.multinomial(n_rej, p_rej / total) if n_rej else np.zeros(len(m), np.int64)
+        return counts.reshape(self.lattice.shape).astype(np.int64)
+
+    # -- chains ---------------------------------------------------------------------------------
+    def init_state(self, rngs: Sequence[np.random.Generator],
+                   chains: Sequence[int] | None = None,
+                   theta: Any = None) -> LatentState:
+        """Chains at a prior draw of the field, no rejections yet (the first sweep draws them)."""
+        st = init_state(self.lgm, rngs, chains=chains, theta=theta)
+        rej = np.zeros((st.n_chains, *self.lattice.shape), dtype=np.int64)
+        return st._replace(extras={**(st.extras or {}), REJECTIONS: rej})
+
+    def log_density(self, state: LatentState, c: int, x: Any) -> np.ndarray:
+        """``log f(x | g)`` of chain ``c`` at points ``x`` (n, d); ``−inf`` off the box."""
+        pts = np.asarray(x, dtype=float).reshape(-1, len(self._lo))
+        eta = self.eta(state, c)
+        inside = np.all((pts >= self._lo) & (pts <= self._hi), axis=1)
+        log_pi = self.base.logpdf(pts) - math.log1p(-self.lost_mass)
+        lphi = np.log(link(self.link)(eta[self.cell_of(pts)]))
+        out = log_pi + lphi - math.log(self.normaliser(eta))
+        return np.where(inside, out, -np.inf)
+
+
+def predictive_density(model: LatticeGPDS, states: Sequence[LatentState], x: Any, *,
+                       chain: int = 0) -> PredictiveDensity:
+    """``p(x | D) = E[f(x | g) | D]`` from successive states of one chain (Rao–Blackwellised).
+
+    ``Z[g]`` is a finite sum on the lattice, so each state gives the density itself (no
+    estimator of ``1/Z`` needed); batch-means errors as :func:`~.predict.batch_means_se`.
+    """
+    vals = np.exp(np.stack([model.log_density(s, chain, x) for s in states]))
+    dens = vals.mean(axis=0)
+    se = batch_means_se(vals)
+    return PredictiveDensity(dens, se, np.log(dens), se / dens)
+
+
+class LatticeSweep:
+    """One sweep of the lattice GPDS: the history given ``g``, then θ, then ``g``.
+
+    Per chain: rejection counts exactly given the field (:meth:`LatticeGPDS.draw_history`);
+    then a Murray–Adams hyperparameter move (when the model has hyperpriors) and
+    ``n_latent`` elliptical slice updates of the field against the binomial sites.
+
+    Parameters
+    ----------
+    model : LatticeGPDS
+    representation : str
+        The hyperparameter move's representation
+        (:data:`~lattice_lgm.samplers.hyper.REPRESENTATIONS`).
+    n_latent : int
+        Elliptical slice updates per sweep.
+    """
+
+    def __init__(self, model: LatticeGPDS, representation: str = "prior-white", *,
+                 n_latent: int = 10) -> None:
+        if not isinstance(model, LatticeGPDS):
+            raise InvalidParameterError(f"model={model!r} must be a LatticeGPDS.")
+        if not (isinstance(n_latent, int) and n_latent >= 1):
+            raise InvalidParameterError(f"n_latent={n_latent!r} must be an int >= 1.")
+        HyperMove(model.lgm, representation) if model.hyperpriors else None  # validates
+        self.model, self.representation, self.n_latent = model, representation, n_latent
+
+    def settings(self) -> dict[str, Any]:
+        """Every setting that changes the draws, JSON-ready."""
+        return {"sweep": "gpds.LatticeSweep", "representation": self.representation,
+                "n_latent": self.n_latent}
+
+    def step(self, state: LatentState,
+             rngs: Sequence[np.random.Generator]) -> tuple[LatentState, dict[str, Any]]:
+        """One sweep of every chain.
+
+        Returns
+        -------
+        state : LatentState
+        info : dict
+            ``n_rejections`` (n_chains,) and ``normaliser`` ``Z[g]`` (n_chains,) of the
+            history drawn this sweep.
+        """
+        state.check_rngs(rngs)
+        mdl = self.model
+        parts, n_rej, zs = [], np.zeros(state.n_chains, np.int64), np.zeros(state.n_chains)
+        for c in range(state.n_chains):
+            sub = state.subset([c])
+            eta = mdl.eta(state, c)
+            zs[c] = mdl.normaliser(eta)
+            counts = mdl.draw_history(eta, rngs[c])
+            n_rej[c] = int(counts.sum())
+            lgm = mdl.model_for(counts)
+            sub = sub._replace(loglik=loglik_at(lgm, sub.f, sub.beta, [sub.theta_of(0)]),
+                               extras={**(sub.extras or {}), REJECTIONS: counts[None]})
+            hyper = HyperMove(lgm, self.representation) if mdl.hyperpriors else None
+            sub, _ = Gibbs(hyper, EllipticalSlice(lgm), n_latent=self.n_latent).step(
+                sub, [rngs[c]])
+            parts.append(sub)
+        return _concat(parts, state.chains), {"n_rejections": n_rej, "normaliser": zs}
+
+
+def _concat(parts: Sequence[LatentState], chains: tuple[int, ...]) -> LatentState:
+    """One state from single-chain states, in order."""
+    extras = {k: np.concatenate([p.extras[k] for p in parts]) for k in parts[0].extras}
+    return LatentState(
+        {k: np.concatenate([p.theta[k] for p in parts]) for k in parts[0].theta},
+        tuple(p.priors[0] for p in parts), np.concatenate([p.f for p in parts]),
+        np.concatenate([p.white for p in parts]), np.concatenate([p.beta for p in parts]),
+        np.concatenate([p.loglik for p in parts]), chains, extras)
