@@ -153,7 +153,8 @@ def ring_dense(seed: int, n_sweeps: int, burn: int, thin: int) -> dict:
             "log_se": float(np.sqrt(np.sum(est.log_se**2)) / len(test)),
             "seconds": secs, "n_sweeps": n_sweeps, "burn": burn, "thin": thin,
             "mean_rejections": float(np.mean([s.n_rejections for s in states])),
-            "range": [float(np.atleast_1d(k.range)[0]) for k in kernels], "sd": [float(k.sd) for k in kernels]}
+            "range": [float(np.atleast_1d(k.range)[0]) for k in kernels],
+            "sd": [float(k.sd) for k in kernels]}
 
 
 def ring_lattice(seed: int, n_sweeps: int, burn: int, cells: int) -> dict:
