@@ -156,14 +156,18 @@ def _table(value: Kind) -> Kind:
 
 
 
+#: model families known by a short name (``model.family``), beside "package.module:Class"
+FAMILIES = {"gpds": "lattice_lgm.gpds.lattice:LatticeGPDS"}
+
+
 def _family() -> Kind:
     def check(v: Any) -> str:
-        if not isinstance(v, str) or not (v == "lgcp" or re.fullmatch(
+        if not isinstance(v, str) or not (v == "lgcp" or v in FAMILIES or re.fullmatch(
                 r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", v)):
             raise _Bad
         return v
 
-    return Kind('"lgcp", or "package.module:Class"', check)
+    return Kind('"lgcp", "gpds", or "package.module:Class"', check)
 
 
 def _free_table() -> Kind:

@@ -19,7 +19,7 @@ from ..models.lgcp import (
 from ..store.reading import upgrade_config
 from ..window.geometry import Window
 from ..window.lattices import lattice_for_window
-from .kinds import ConfigError
+from .kinds import FAMILIES, ConfigError
 from .resolve import _apply_overrides, _resolve
 
 
@@ -245,7 +245,7 @@ def _family_class(family: str) -> Any:
     """The class ``"package.module:Class"`` names (``model.family``)."""
     import importlib
 
-    mod, _, name = family.partition(":")
+    mod, _, name = FAMILIES.get(family, family).partition(":")
     try:
         cls = getattr(importlib.import_module(mod), name)
     except (ImportError, AttributeError) as exc:

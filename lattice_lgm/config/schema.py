@@ -147,7 +147,9 @@ SCHEMA: tuple[Section, ...] = (
     )),
     Section("model", "the model: the log-Gaussian Cox process (lattice_lgm.LGCP) by default", (
         Key("family", _family(), "lgcp",
-            "\"lgcp\", or \"package.module:Class\" of another model family: a class whose "
+            "\"lgcp\", \"gpds\" (the Gaussian process density sampler on a lattice, "
+            "lattice_lgm.gpds.lattice.LatticeGPDS), or \"package.module:Class\" of another "
+            "model family: a class whose "
             "from_config(config) builds a model implementing lattice_lgm._runview.RunView "
             "(the keys below are the LGCP's; a family reads data.* and model.options)"),
         Key("options", _free_table(), {},

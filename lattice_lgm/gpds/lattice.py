@@ -49,6 +49,7 @@ from ..priors import CirculantPrior
 from ..samplers import EllipticalSlice, Gibbs, HyperMove, init_state
 from ..samplers._latent import loglik_at
 from ..samplers.state import LatentState
+from ..store.base import hash_arrays
 from .base import GaussianBase, UniformBase, link
 from .predict import PredictiveDensity, batch_means_se
 
@@ -58,7 +59,9 @@ __all__ = ["REJECTIONS", "SUPPORT_SD", "LatticeGPDS", "LatticeSweep"]
 #: outside is 2 Φ(−4) = 6.3e-5 per axis; recorded as :attr:`LatticeGPDS.lost_mass`)
 SUPPORT_SD = 4.0
 #: the chain state's entry (``LatentState.extras``) holding the rejection counts per cell
-REJECTIONS = "gpds/rejections"
+REJECTIONS = "gpds_rejections"
+#: the hyperparameter move's representation by default (decision 105)
+DEFAULT_REPRESENTATION = "prior-white"
 #: the Bernoulli/binomial likelihood's link for each squashing function Φ
 _LINK = {"logistic": "logit", "probit": "probit"}
 #: the largest slope of each Φ (for the within-cell error bound)
@@ -70,7 +73,79 @@ def _one_minus(link_name: str, eta: np.ndarray) -> np.ndarray:
     return special.expit(-eta) if link_name == "logistic" else special.ndtr(-eta)
 
 
-class LatticeGPDS:
+class _RunViewMixin:
+    """What :func:`lattice_lgm.runs.sample`, the store, ``resume`` and the CLI need (RunView).
+
+    Per draw: θ, ``M`` (``n_rejections``) and ``Z[g]`` (``normaliser``) as scalars, ``g`` on
+    the lattice as the field; running means of the density per cell (``density``) and of the
+    rejections per cell (``rejections``).  The rejection counts themselves live in the chain
+    state (checkpointed, so a resume is exact); they are redrawn exactly from ``g`` at every
+    sweep, so a draw's ``g`` determines its history's distribution.
+    """
+
+    summary_names = ("density", "rejections")
+    exceed_on: str | None = None
+
+    @property
+    def coef_names(self) -> list[str]:
+        """No coefficients: ``posterior.beta`` is not stored."""
+        return []
+
+    def _view_init(self) -> None:
+        lat = self.lattice
+        self.dims, self.shape = tuple(lat.dims), tuple(lat.shape)
+        self.field_coords = {k: np.asarray(v) for k, v in lat.coords().items()}
+        self.inside = np.ones(lat.shape, dtype=bool)
+        self.units = lat.units or ""
+
+    def default_representation(self) -> str:
+        """The hyperparameter move's representation (decision 105: measured)."""
+        return DEFAULT_REPRESENTATION
+
+    def default_sweep(self, representation: str, n_latent: int, tune: int = 0) -> LatticeSweep:
+        """:class:`LatticeSweep` with ``n_latent`` elliptical slice updates per sweep."""
+        return LatticeSweep(self, representation, n_latent=n_latent)
+
+    def record(self, state: LatentState) -> dict[str, Any]:
+        """One draw of every chain (scalars, ``g`` on the lattice, the summaries' values)."""
+        n = state.n_chains
+        etas = np.stack([self.eta(state, c) for c in range(n)])
+        rej = np.asarray(state.extras[REJECTIONS], dtype=float).reshape(n, *self.shape)
+        scalars = {k: np.array(v, dtype=float) for k, v in state.theta.items()}
+        scalars["n_rejections"] = rej.reshape(n, -1).sum(axis=1)
+        scalars["normaliser"] = np.array([self.normaliser(e) for e in etas])
+        dens = np.stack([self.cell_density(e) for e in etas]).reshape(n, *self.shape)
+        return {"scalars": scalars, "beta": None,
+                "f": etas.reshape(n, *self.shape).astype(np.float32),
+                "summary": {"density": dens, "rejections": rej}}
+
+    def data_groups(self) -> dict[str, dict[str, tuple[tuple[str, ...], np.ndarray]]]:
+        """The points and their counts per cell (``observed_data``)."""
+        return {"observed_data": {"points": (("point", "coord"), self.data),
+                                  "counts": (self.dims, self.data_counts)}}
+
+    def extra_coords(self) -> dict[str, np.ndarray]:
+        """Coordinates of the points' dims."""
+        return {"point": np.arange(len(self.data)),
+                "coord": np.array(["x", "y"][: self.data.shape[1]])}
+
+    def data_hash(self) -> str:
+        """A digest of the data and the lattice (a resume with other data is refused)."""
+        return hash_arrays({"data": self.data, "masses": self.masses})
+
+    def priors_text(self) -> dict[str, str]:
+        """The hyperpriors as stated."""
+        return {k: hp.describe(k) for k, hp in self.hyperpriors.items()}
+
+    def describe(self) -> str:
+        """One line for ``lattice-lgm run``."""
+        base = type(self.base).__name__
+        return (f"GPDS (lattice): {len(self.data)} points, {self.lattice.shape} cells over the "
+                f"support of a {base}, {self.link} Φ, {type(self.prior.kernel).__name__} "
+                f"kernel; hyperpriors {self.priors_text() or 'none (θ fixed)'}")
+
+
+class LatticeGPDS(_RunViewMixin):
     """A GPDS whose ``g`` is a field on a lattice over the base measure's support.
 
     Parameters
@@ -162,6 +237,65 @@ class LatticeGPDS:
         self.prior = CirculantPrior(self.lattice, kernel, max_range=max_range)
         self.hyperpriors = hp
         self.lgm = self.model_for(np.zeros(self.lattice.shape, dtype=np.int64))
+        self._view_init()
+
+    @classmethod
+    def from_config(cls, config: Any) -> LatticeGPDS:
+        """The model of a run configuration with ``model.family = "gpds"``.
+
+        ``data.points``: a CSV with columns ``x`` (and ``y``).  ``model.options`` (all
+        optional): ``cells`` (64 per axis); ``lower``/``upper`` for a uniform base measure on
+        that box (default: the data's bounding box widened by 5 % per side) or ``base_mean``
+        and ``base_sd`` (per-axis lists) for a Gaussian one; ``link`` ("logistic"); ``mean``
+        (0); ``sd`` (1) and ``range`` (a fifth of the box's shortest side): the kernel's start
+        and the medians of the log-normal priors of the squared-exponential kernel's ``sd``
+        and ``range``, with log-scale sds ``sd_sigma`` and ``range_sigma`` (0.5) and the
+        range's upper bound ``range_upper`` (the box's longest side; the torus is sized for
+        it).
+        """
+        import pandas as pd
+
+        from ..hyperpriors import LogNormal
+
+        r = config.resolved
+        opts = dict(r["model"]["options"])
+        known = {"cells", "lower", "upper", "base_mean", "base_sd", "link", "mean", "sd",
+                 "range", "sd_sigma", "range_sigma", "range_upper"}
+        unknown = sorted(set(opts) - known)
+        if unknown:
+            raise InvalidParameterError(
+                f"model.options has unknown keys {unknown} for the GPDS; known: "
+                f"{sorted(known)}.")
+        table = pd.read_csv(r["data"]["points"])
+        cols = [c for c in ("x", "y") if c in table.columns]
+        if not cols or cols[0] != "x":
+            raise InvalidDataError(
+                f"{r['data']['points']} has columns {list(table.columns)}; the GPDS reads "
+                "'x' (and 'y').")
+        pts = table[cols].to_numpy(dtype=float)
+        if "base_mean" in opts or "base_sd" in opts:
+            base: Any = GaussianBase.create(opts.get("base_mean", pts.mean(axis=0)),
+                                            np.square(opts.get("base_sd", pts.std(axis=0))))
+            lo = base.mean - SUPPORT_SD * np.diag(base.chol)
+            hi = base.mean + SUPPORT_SD * np.diag(base.chol)
+        else:
+            finite = pts[np.all(np.isfinite(pts), axis=1)]
+            span = np.ptp(finite, axis=0) if len(finite) else np.ones(len(cols))
+            span = np.where(span > 0, span, 1.0)
+            lo = np.asarray(opts.get("lower", finite.min(axis=0) - 0.05 * span), dtype=float)
+            hi = np.asarray(opts.get("upper", finite.max(axis=0) + 0.05 * span), dtype=float)
+            base = UniformBase.create(lo, hi)
+        side = np.asarray(hi, dtype=float) - np.asarray(lo, dtype=float)
+        sd = float(opts.get("sd", 1.0))
+        rng_ = float(opts.get("range", float(side.min()) / 5.0))
+        upper = float(opts.get("range_upper", float(side.max())))
+        hyper = {"sd": LogNormal(math.log(sd), float(opts.get("sd_sigma", 0.5))),
+                 "range": LogNormal(math.log(rng_), float(opts.get("range_sigma", 0.5)),
+                                    upper=upper)}
+        return cls(pts, base, cells=opts.get("cells", 64),
+                   kernel=SquaredExponential(sd=sd, lengthscale=rng_ / 2.0),
+                   hyperpriors=hyper, link_name=opts.get("link", "logistic"),
+                   mean=float(opts.get("mean", 0.0)))
 
     # -- geometry -------------------------------------------------------------------------------
     @staticmethod
@@ -249,12 +383,23 @@ class LatticeGPDS:
 
     # -- chains ---------------------------------------------------------------------------------
     def init_state(self, rngs: Sequence[np.random.Generator],
-                   chains: Sequence[int] | None = None,
-                   theta: Any = None) -> LatentState:
-        """Chains at a prior draw of the field, no rejections yet (the first sweep draws them)."""
+                   chains: Sequence[int] | None = None, initvals: Any = None,
+                   warm: bool = True) -> LatentState:
+        """Chains at a prior draw of the field, no rejections yet (the first sweep draws them).
+
+        ``initvals``: starting hyperparameters (one mapping per chain, or one for all);
+        ``warm`` is accepted for the run protocol (there is no warm start to skip).
+        """
+        theta = (None if initvals is None else dict(initvals) if isinstance(initvals, Mapping)
+                 else [dict(t) for t in initvals])
         st = init_state(self.lgm, rngs, chains=chains, theta=theta)
         rej = np.zeros((st.n_chains, *self.lattice.shape), dtype=np.int64)
         return st._replace(extras={**(st.extras or {}), REJECTIONS: rej})
+
+    def cell_density(self, eta: np.ndarray) -> np.ndarray:
+        """The density's mean over each cell, ``π_c Φ(g_c) / (Z[g] · cell volume)``, flat."""
+        m = self.masses.reshape(-1) * link(self.link)(eta)
+        return m / (m.sum() * self.lattice.cell_volume)
 
     def log_density(self, state: LatentState, c: int, x: Any) -> np.ndarray:
         """``log f(x | g)`` of chain ``c`` at points ``x`` (n, d); ``−inf`` off the box."""
