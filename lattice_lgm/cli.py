@@ -307,6 +307,18 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     store = _store_at(args.store)
     _intact(store, args.store)
     tree = store.open_store(args.store)
+    if tree.attrs.get("model") == "LatticeGPDS":  # the density map, from the store alone
+        out_dir = args.out if args.out is not None else (
+            store.read_config(args.store).get("output") or {}).get("maps")
+        if out_dir is None:
+            raise InvalidParameterError(
+                f"{args.store} was run from Python without a config, so it names no maps "
+                "directory; give --out DIR.")
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        _module("gpds.plots", "the GPDS density map").density_map(
+            tree, Path(out_dir) / "density.png")
+        print(f"wrote {Path(out_dir) / 'density.png'}")
+        return 0
     if "lattice" in (tree.attrs.get("analysis") or {}):
         # the LGCP as its store holds it: no data file is read (they may have moved)
         model = _module("analysis", "the analysis").StoredLGCP(tree)

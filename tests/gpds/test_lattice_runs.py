@@ -93,3 +93,16 @@ def test_config_errors_name_the_option(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert cli.main(["run", "g.toml", "--no-progress"]) != 0
     assert "model.options has unknown keys ['cels']" in capsys.readouterr().err
+
+
+def test_the_density_map_from_the_store_alone(model, tmp_path, capsys):
+    from lattice_lgm import cli
+    from lattice_lgm.gpds.plots import posterior_density
+
+    tree = sample(model, store=tmp_path / "g.zarr", **RUN)
+    dens = posterior_density(tree)
+    assert dens.dims == ("y", "x")
+    cell = float(np.prod(model.lattice.spacing))
+    assert np.isclose(float(dens.sum()) * cell, 1.0)  # a density over the box
+    assert cli.main(["plot", str(tmp_path / "g.zarr"), "--out", str(tmp_path / "maps")]) == 0
+    assert (tmp_path / "maps" / "density.png").stat().st_size > 5_000
