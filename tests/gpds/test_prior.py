@@ -11,8 +11,8 @@ from lattice_lgm.errors import InvalidParameterError
 from lattice_lgm.gpds import GaussianBase, UniformBase, sample_prior
 
 #: family-wise false-failure rate of this module per run, summed by conftest.py: two
-#: two-sided 4-SE checks (6.3e-5 each)
-FALSE_FAILURE_RATE = 1.3e-4
+#: two-sided 4-SE checks (6.3e-5 each) and one Kolmogorov–Smirnov test at 1e-4
+FALSE_FAILURE_RATE = 2.3e-4
 
 R = 4000  # independent prior densities per statistical check
 
@@ -114,3 +114,43 @@ def test_a_run_continues_from_given_points():
     np.testing.assert_allclose(h.chol @ h.chol.T, K, rtol=0, atol=1e-12)
     with pytest.raises(InvalidParameterError, match="given has 2 points and 1 values"):
         sample_prior(k, b, 1, np.random.default_rng(2), given=(x0, g0[:1]))
+
+
+def _accepted_given_g(n_runs, rng, reverse=False):
+    """First acceptances of runs continued from ``g`` known on a fine grid of [0, 1].
+
+    With the grid's 61 values given, the GP's conditional sd between grid points is below
+    1e-4 of its prior sd: ``g`` is fixed to ``2 sin(2π x) + 0.5 x`` for every run.
+    """
+    k = SquaredExponential(sd=2.0, lengthscale=0.2)
+    b = UniformBase.create([0.0], [1.0])
+    grid = np.linspace(0.0, 1.0, 61)[:, None]
+    g = 2.0 * np.sin(2 * np.pi * grid[:, 0]) + 0.5 * grid[:, 0]
+    link = "logistic"
+    if reverse:  # the deliberate bug: accept when r > Φ(g), i.e. Φ replaced by 1 − Φ
+        g = -g
+    return np.array([sample_prior(k, b, 1, rng, link_name=link, given=(grid, g)).samples[0, 0]
+                     for _ in range(n_runs)])
+
+
+def _ks_against_phi_pi(x):
+    """KS p-value of points against ``Φ(g) π / Z`` for the fixed ``g`` (quadrature CDF)."""
+    from scipy import stats
+
+    t = np.linspace(0.0, 1.0, 20_001)
+    dens = special.expit(2.0 * np.sin(2 * np.pi * t) + 0.5 * t)
+    cdf = np.concatenate([[0.0], np.cumsum(0.5 * (dens[1:] + dens[:-1]) * np.diff(t))])
+    cdf /= cdf[-1]
+    return stats.kstest(x, lambda v: np.interp(v, t, cdf)).pvalue
+
+
+def test_accepted_points_follow_phi_g_pi_over_z_for_a_fixed_g():
+    """Goodness of fit in 1-D with ``Z`` known by quadrature (steps 3–10 exact)."""
+    x = _accepted_given_g(1500, np.random.default_rng(21))
+    assert _ks_against_phi_pi(x) > 1e-4
+
+
+def test_the_check_sees_the_acceptance_rule_reversed():
+    x = _accepted_given_g(1500, np.random.default_rng(21), reverse=True)
+    assert _ks_against_phi_pi(x) < 1e-4
+
