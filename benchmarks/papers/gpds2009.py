@@ -145,8 +145,8 @@ def ring_dense(seed: int, n_sweeps: int, burn: int, thin: int) -> dict:
     base = ring_base(train)
     rng = np.random.default_rng([RING_SEED, seed, 1])
     t0 = time.perf_counter()
-    states, kernels = run_chain(train, rng, ring_kernel(), base, n_sweeps, burn=burn,
-                                thin=thin, hyperpriors=ring_hyperpriors())
+    states, kernels, _ = run_chain(train, rng, ring_kernel(), base, n_sweeps, burn=burn,
+                                   thin=thin, hyperpriors=ring_hyperpriors())
     secs = time.perf_counter() - t0
     est = count_estimate(states, rng, kernels, base, test, n_batches=min(20, len(states)))
     return {"seed": seed, "mean_test_logp": est.mean_log_density,

@@ -39,7 +39,12 @@ import numpy as np
 from lattice_lgm.covariance import SquaredExponential
 from lattice_lgm.gpds import UniformBase, sweep
 from lattice_lgm.gpds.history import LatentHistory
-from lattice_lgm.gpds.lattice import REJECTIONS, LatticeGPDS, LatticeSweep
+from lattice_lgm.gpds.lattice import (
+    DEFAULT_REPRESENTATION,
+    REJECTIONS,
+    LatticeGPDS,
+    LatticeSweep,
+)
 from lattice_lgm.hyperpriors import LogNormal
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,6 +57,8 @@ DENSE_N = (50, 100, 200, 400)
 LATTICE_N = (100, 400, 2251, 20000)
 #: sweeps kept after burn-in, per path
 SWEEPS, BURN = 300, 50
+#: the lattice path's hyperparameter moves compared for its default (decision 106)
+REPRESENTATIONS = ("prior-white", "surr-scalar", "post-scalar")
 #: lattice cells per axis
 CELLS = 64
 #: log-normal priors (mu, sigma[, upper]) of the kernel's sd and range on the unit square
@@ -113,7 +120,7 @@ def run_dense(n: int, sweeps: int, burn: int) -> dict:
     times, nm, draws = [], [], {"sd": [], "range": []}
     for i in range(burn + sweeps):
         t0 = time.perf_counter()
-        state, kernel, _ = sweep(state, rng, kernel, box, hyperpriors=hyperpriors())
+        state, kernel, _, _ = sweep(state, rng, kernel, box, hyperpriors=hyperpriors())
         if i >= burn:
             times.append(time.perf_counter() - t0)
             nm.append(n + state.n_rejections)
@@ -122,12 +129,13 @@ def run_dense(n: int, sweeps: int, burn: int) -> dict:
     return _row("dense", n, times, nm, draws)
 
 
-def run_lattice(n: int, sweeps: int, burn: int, cells: int) -> dict:
+def run_lattice(n: int, sweeps: int, burn: int, cells: int,
+                representation: str = DEFAULT_REPRESENTATION) -> dict:
     """The lattice sampler (θ by the Murray–Adams move) on ``n`` points, ``cells²`` cells."""
     data = data_of(n, cells)
     model = LatticeGPDS(data, UniformBase.create([0.0, 0.0], [1.0, 1.0]), cells=cells,
                         kernel=start_kernel(), hyperpriors=hyperpriors())
-    step = LatticeSweep(model)
+    step = LatticeSweep(model, representation)
     rngs = [np.random.default_rng([SEED, n, 2])]
     state = model.init_state(rngs)
     times, nm, draws = [], [], {"sd": [], "range": []}
@@ -140,6 +148,7 @@ def run_lattice(n: int, sweeps: int, burn: int, cells: int) -> dict:
             draws["sd"].append(float(state.theta["sd"][0]))
             draws["range"].append(float(state.theta["range"][0]))
     return {**_row("lattice", n, times, nm, draws), "cells": cells,
+            "representation": representation,
             "interpolation_bound": model.interpolation_bound()}
 
 
@@ -207,6 +216,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{kind:8s} N={n:6d} N+M={row['n_plus_m']:9.0f} "
                   f"{row['s_per_iter']:.4f} s/iter  ESS/s sd {row['ess_per_s']['sd']:.2f} "
                   f"range {row['ess_per_s']['range']:.2f}")
+    reps = []
+    for rep in REPRESENTATIONS:  # the lattice path's default move, measured on all of Lansing
+        f = cache / f"representation_{rep}.json"
+        if f.exists():
+            row = json.loads(f.read_text())
+        else:
+            row = run_lattice(lattice_n[-2] if args.quick else 2251, sweeps, burn, cells, rep)
+            row["machine_load"] = os.getloadavg()[0]
+            f.write_text(json.dumps(row))
+        reps.append(row)
+        print(f"lattice {rep:12s} N={row['n']}: {row['s_per_iter']:.4f} s/iter  ESS/s sd "
+              f"{row['ess_per_s']['sd']:.2f} range {row['ess_per_s']['range']:.2f}")
+    (out / "gpds_lattice_representations.json").write_text(json.dumps(reps, indent=1))
     (out / "gpds_scaling.json").write_text(json.dumps({"rows": rows, "cells": cells,
                                                         "sweeps": sweeps, "burn": burn},
                                                        indent=1))

@@ -85,6 +85,43 @@ class GaussianBase:
         """Dimension ``d`` of the data space."""
         return len(self.mean)
 
+    @property
+    def params(self) -> dict[str, float]:
+        """The base measure's parameters φ (§4.3) by name.
+
+        ``mean_<i>`` (the mean of axis ``i``, on the real line) and ``sd_<i>`` (its marginal
+        sd ``√cov_ii``, positive), ``i = 0 … d − 1``.
+        """
+        sd = np.sqrt(np.sum(self.chol**2, axis=1))
+        return {**{f"mean_{i}": float(m) for i, m in enumerate(self.mean)},
+                **{f"sd_{i}": float(s) for i, s in enumerate(sd)}}
+
+    def with_params(self, **params: float) -> GaussianBase:
+        """The same base measure with some of :attr:`params` replaced.
+
+        A new ``sd_<i>`` rescales axis ``i`` and keeps the correlations (``cov → D cov D``
+        with ``D = diag(sd_new / sd)``; the factor's row ``i`` scales the same way, so it
+        stays a Cholesky factor).  Values are not checked here beyond a positive sd: the
+        moves give finite ones.
+        """
+        known = self.params
+        unknown = sorted(set(params) - set(known))
+        if unknown:
+            raise InvalidParameterError(
+                f"GaussianBase has no parameter {unknown[0]!r}; its parameters are "
+                f"{sorted(known)} (the mean and marginal sd of each axis).")
+        mean = self.mean.copy()
+        scale = np.ones(self.ndim)
+        for name, value in params.items():
+            kind, i = name.rsplit("_", 1)
+            if kind == "mean":
+                mean[int(i)] = float(value)
+            else:
+                if not float(value) > 0.0:
+                    raise InvalidParameterError(f"{name}={value!r} must be > 0 (an sd).")
+                scale[int(i)] = float(value) / known[name]
+        return GaussianBase(mean, self.chol * scale[:, None])
+
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``n`` proposals, shape (n, d)."""
         return self.mean + rng.standard_normal((n, self.ndim)) @ self.chol.T

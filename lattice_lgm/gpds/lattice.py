@@ -60,7 +60,7 @@ __all__ = ["REJECTIONS", "SUPPORT_SD", "LatticeGPDS", "LatticeSweep"]
 SUPPORT_SD = 4.0
 #: the chain state's entry (``LatentState.extras``) holding the rejection counts per cell
 REJECTIONS = "gpds_rejections"
-#: the hyperparameter move's representation by default (decision 105)
+#: the hyperparameter move's representation by default (decision 106)
 DEFAULT_REPRESENTATION = "prior-white"
 #: the Bernoulli/binomial likelihood's link for each squashing function Φ
 _LINK = {"logistic": "logit", "probit": "probit"}
@@ -99,7 +99,7 @@ class _RunViewMixin:
         self.units = lat.units or ""
 
     def default_representation(self) -> str:
-        """The hyperparameter move's representation (decision 105: measured)."""
+        """The hyperparameter move's representation (decision 106: measured)."""
         return DEFAULT_REPRESENTATION
 
     def default_sweep(self, representation: str, n_latent: int, tune: int = 0) -> LatticeSweep:

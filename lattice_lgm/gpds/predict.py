@@ -18,7 +18,7 @@ Two estimators from posterior states of the latent history (dense path):
   ``f(x | g) = π(x) Φ(g(x)) / Z_π[g]`` (eq. 1) when ``g(x)`` and the continuation come from
   one realisation of ``g`` (``g(x)`` drawn given the state first, the continuation given
   both).  Averaged over posterior states: ``p(x | D) = E[f(x | g) | D]`` — one run for every
-  test point, no run with augmented data (:func:`count_estimate`).  Decision 103 says why it
+  test point, no run with augmented data (:func:`count_estimate`).  Decision 105 says why it
   is the default for the experiments.
 
 Monte Carlo errors are batch-means standard errors (the states of one chain are correlated);
@@ -287,13 +287,13 @@ def chib_jeliazkov(numerator: np.ndarray, denominators: np.ndarray, *,
 def run_chain(data: Any, rng: np.random.Generator, kernel: Covariance, base: Any,
               n_sweeps: int, *, burn: int = 0, mean: float = 0.0, jitter: float = JITTER,
               thin: int = 1, **sweep_kwargs: Any) -> tuple[list[LatentHistory],
-                                                            list[Covariance]]:
+                                                            list[Covariance], list[Any]]:
     """A chain of the dense latent-history sampler on ``data``.
 
     Starts with no rejections and ``g`` at the data drawn from the GP prior; runs
     ``burn + n_sweeps`` sweeps (:func:`~lattice_lgm.gpds.history.sweep`; θ moves when
-    ``hyperpriors`` is among ``sweep_kwargs``) and keeps every ``thin``-th of the last
-    ``n_sweeps`` states with its θ.
+    ``hyperpriors`` is among ``sweep_kwargs``, φ when ``base_hyperpriors`` is) and keeps
+    every ``thin``-th of the last ``n_sweeps`` states with its θ and base measure.
 
     Parameters
     ----------
@@ -311,6 +311,8 @@ def run_chain(data: Any, rng: np.random.Generator, kernel: Covariance, base: Any
     states : list of LatentHistory, length ``n_sweeps // thin``
     kernels : list of Covariance
         The θ of each kept state.
+    bases : list of base measures
+        The φ of each kept state.
     """
     pts = _test_points(data, base.ndim)
     outside = ~base.contains(pts)
@@ -327,11 +329,12 @@ def run_chain(data: Any, rng: np.random.Generator, kernel: Covariance, base: Any
     L = np.linalg.cholesky(kernel(pts) + nugget * np.eye(len(pts)))
     state = LatentHistory(pts, np.empty((0, pts.shape[1])),
                           mean + L @ rng.standard_normal(len(pts)))
-    states, kernels = [], []
+    states, kernels, bases = [], [], []
     for i in range(burn + n):
-        state, kernel, _ = sweep(state, rng, kernel, base, mean=mean, jitter=jitter,
-                                 **sweep_kwargs)
+        state, kernel, base, _ = sweep(state, rng, kernel, base, mean=mean, jitter=jitter,
+                                       **sweep_kwargs)
         if i >= burn and (i - burn) % thin == thin - 1:
             states.append(state)
             kernels.append(kernel)
-    return states, kernels
+            bases.append(base)
+    return states, kernels, bases
