@@ -41,7 +41,7 @@ from scipy import special
 from .._validation import positive_int
 from ..covariance import Covariance, SquaredExponential
 from ..errors import InvalidDataError, InvalidParameterError
-from ..hyperpriors import Hyperprior
+from ..hyperpriors import Hyperprior, LogNormal
 from ..lattice import Lattice
 from ..likelihoods import Binomial
 from ..models.latent import LatentGaussianModel
@@ -254,8 +254,6 @@ class LatticeGPDS(_RunViewMixin):
         it).
         """
         import pandas as pd
-
-        from ..hyperpriors import LogNormal
 
         r = config.resolved
         opts = dict(r["model"]["options"])
