@@ -36,7 +36,7 @@ import numpy as np
 from scipy import special
 
 from lattice_lgm.covariance import SquaredExponential
-from lattice_lgm.gpds import GaussianBase, conditional_mean, sample_prior
+from lattice_lgm.gpds import GaussianBase, UniformBase, conditional_mean, sample_prior
 from lattice_lgm.gpds.lattice import REJECTIONS, LatticeGPDS, LatticeSweep
 from lattice_lgm.gpds.lattice import predictive_density as lattice_predictive
 from lattice_lgm.gpds.predict import count_estimate, run_chain
@@ -57,6 +57,11 @@ BASE_SCALE, PRIOR_SD, PRIOR_RANGE = 1.5, (np.log(2.0), 0.5), (np.log(1.0), 0.5, 
 DENSE_SWEEPS, DENSE_BURN, DENSE_THIN = 1000, 200, 5
 #: the lattice sampler's run and cells per axis
 LATTICE_SWEEPS, LATTICE_BURN, LATTICE_CELLS = 1000, 200, 64
+#: the real data set (the macaque skulls are not public): Japanese black pines, a random
+#: 50 / 15 split per seed (PINES_SEED, k); uniform base on the unit square; priors as above
+PINES = Path(__file__).resolve().parents[2] / "data" / "japanesepines.csv"
+PINES_SEED, PINES_TRAIN = 1961, 50
+PINES_PRIOR_SD, PINES_PRIOR_RANGE = (0.0, 0.5), (np.log(0.3), 0.5, 1.0)
 #: truncation level of the variational Dirichlet-process mixture
 DP_COMPONENTS = 20
 #: bandwidths tried by the ten-fold cross-validation
@@ -139,14 +144,38 @@ def ring_kernel() -> SquaredExponential:
                               lengthscale=float(np.exp(PRIOR_RANGE[0])) / 2.0)
 
 
-def ring_dense(seed: int, n_sweeps: int, burn: int, thin: int) -> dict:
-    """The paper's sampler on one ring data set; test log probabilities by the count estimator."""
-    train, test = ring(seed)
-    base = ring_base(train)
+def pines(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Japanese black pines (65 saplings, unit square): a random 50 / 15 split per seed."""
+    pts = np.loadtxt(PINES, delimiter=",", skiprows=1)
+    idx = np.random.default_rng([PINES_SEED, seed]).permutation(len(pts))
+    return pts[idx[:PINES_TRAIN]], pts[idx[PINES_TRAIN:]]
+
+
+def pines_hyperpriors() -> dict:
+    """Priors of the kernel's ``sd`` and ``range`` on the unit square (both paths)."""
+    return {"sd": LogNormal(*PINES_PRIOR_SD), "range": LogNormal(*PINES_PRIOR_RANGE)}
+
+
+def _setting(name: str, train: np.ndarray) -> tuple:
+    """(base measure, hyperpriors, starting kernel) of data set ``name``."""
+    if name == "ring":
+        return ring_base(train), ring_hyperpriors(), ring_kernel()
+    sd, rng_ = float(np.exp(PINES_PRIOR_SD[0])), float(np.exp(PINES_PRIOR_RANGE[0]))
+    return (UniformBase.create([0.0, 0.0], [1.0, 1.0]), pines_hyperpriors(),
+            SquaredExponential(sd=sd, lengthscale=rng_ / 2.0))
+
+
+DATASETS = {"ring": ring, "pines": pines}
+
+
+def ring_dense(seed: int, n_sweeps: int, burn: int, thin: int, name: str = "ring") -> dict:
+    """The paper's sampler on one data set; test log probabilities by the count estimator."""
+    train, test = DATASETS[name](seed)
+    base, hyper, kernel = _setting(name, train)
     rng = np.random.default_rng([RING_SEED, seed, 1])
     t0 = time.perf_counter()
-    states, kernels, _ = run_chain(train, rng, ring_kernel(), base, n_sweeps, burn=burn,
-                                   thin=thin, hyperpriors=ring_hyperpriors())
+    states, kernels, _ = run_chain(train, rng, kernel, base, n_sweeps, burn=burn,
+                                   thin=thin, hyperpriors=hyper)
     secs = time.perf_counter() - t0
     est = count_estimate(states, rng, kernels, base, test, n_batches=min(20, len(states)))
     return {"seed": seed, "mean_test_logp": est.mean_log_density,
@@ -157,11 +186,11 @@ def ring_dense(seed: int, n_sweeps: int, burn: int, thin: int) -> dict:
             "sd": [float(k.sd) for k in kernels]}
 
 
-def ring_lattice(seed: int, n_sweeps: int, burn: int, cells: int) -> dict:
-    """The lattice-scale sampler on one ring data set; Rao–Blackwellised test log probabilities."""
-    train, test = ring(seed)
-    model = LatticeGPDS(train, ring_base(train), cells=cells, kernel=ring_kernel(),
-                        hyperpriors=ring_hyperpriors())
+def ring_lattice(seed: int, n_sweeps: int, burn: int, cells: int, name: str = "ring") -> dict:
+    """The lattice-scale sampler on one data set; Rao–Blackwellised test log probabilities."""
+    train, test = DATASETS[name](seed)
+    base, hyper, kernel = _setting(name, train)
+    model = LatticeGPDS(train, base, cells=cells, kernel=kernel, hyperpriors=hyper)
     sweep = LatticeSweep(model)
     rngs = [np.random.default_rng([RING_SEED, seed, 2])]
     state = model.init_state(rngs)
@@ -181,11 +210,11 @@ def ring_lattice(seed: int, n_sweeps: int, burn: int, cells: int) -> dict:
             "sd": [float(s.theta["sd"][0]) for s in kept]}
 
 
-def ring_dpgmm(seed: int) -> dict:
+def ring_dpgmm(seed: int, name: str = "ring") -> dict:
     """scikit-learn's variational Dirichlet-process Gaussian mixture (for the paper's iMoG)."""
     from sklearn.mixture import BayesianGaussianMixture
 
-    train, test = ring(seed)
+    train, test = DATASETS[name](seed)
     m = BayesianGaussianMixture(n_components=DP_COMPONENTS, covariance_type="full",
                                 weight_concentration_prior_type="dirichlet_process",
                                 max_iter=2000, n_init=3, random_state=seed).fit(train)
@@ -209,16 +238,30 @@ def _mean_se(per: list[dict]) -> dict:
             "per_seed": [float(x) for x in v]}
 
 
-def ring_methods(n_seeds: int, out: Path, quick: bool) -> dict:
-    """Every method on ``n_seeds`` ring data sets (each seed cached under ``out/ring``)."""
+def parzen_split(seed: int, name: str) -> dict:
+    """Parzen windows (ten-fold CV bandwidth) on one split of data set ``name``."""
+    train, test = DATASETS[name](seed)
+    h = parzen_bandwidth(train)
+    return {"seed": seed, "bandwidth": h,
+            "mean_test_logp": float(parzen_logpdf(train, test, h).mean())}
+
+
+def ring_methods(n_seeds: int, out: Path, quick: bool, name: str = "ring") -> dict:
+    """Every method on ``n_seeds`` splits of data set ``name`` (each cached under ``out/name``).
+
+    Per split: the GPDS by the paper's sampler (``dense``) and by the lattice sampler
+    (``lattice``), the Dirichlet-process mixture (``dpgmm``) and Parzen windows (``parzen``).
+    """
     dense_cfg = (60, 20, 2) if quick else (DENSE_SWEEPS, DENSE_BURN, DENSE_THIN)
     lat_cfg = (60, 20, 32) if quick else (LATTICE_SWEEPS, LATTICE_BURN, LATTICE_CELLS)
-    res: dict = {"dense": [], "lattice": [], "dpgmm": []}
+    res: dict = {"dense": [], "lattice": [], "dpgmm": [], "parzen": []}
+    d = out / name
     for k in range(n_seeds):
-        res["dense"].append(_cached(out / "ring" / f"dense_{k}.json", ring_dense, k, *dense_cfg))
-        res["lattice"].append(_cached(out / "ring" / f"lattice_{k}.json", ring_lattice, k,
-                                      *lat_cfg))
-        res["dpgmm"].append(_cached(out / "ring" / f"dpgmm_{k}.json", ring_dpgmm, k))
+        res["dense"].append(_cached(d / f"dense_{k}.json", ring_dense, k, *dense_cfg, name))
+        res["lattice"].append(_cached(d / f"lattice_{k}.json", ring_lattice, k, *lat_cfg,
+                                      name))
+        res["dpgmm"].append(_cached(d / f"dpgmm_{k}.json", ring_dpgmm, k, name))
+        res["parzen"].append(parzen_split(k, name))
     return {m: {**_mean_se(v), "seconds": [p.get("seconds") for p in v]}
             for m, v in res.items()}
 
@@ -270,26 +313,35 @@ def plot(res: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def plot_ring(parzen: dict, methods: dict, path: Path) -> None:
-    """Figure 5's left panel in our terms: improvement over Parzen windows, per method."""
+def plot_ring(ring_methods_: dict, pines_methods: dict, path: Path) -> None:
+    """Figure 5 in our terms: improvement over Parzen windows per method, both data sets.
+
+    Bars: the mean over splits of each method's mean test log probability minus Parzen's on
+    the same split, with the standard error of those paired differences.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    base = np.asarray(parzen["per_seed_logp"])
-    names, means, ses = [], [], []
-    for name, r in methods.items():
-        d = np.asarray(r["per_seed"]) - base[: len(r["per_seed"])]
-        names.append(name)
-        means.append(d.mean())
-        ses.append(d.std(ddof=1) / np.sqrt(len(d)) if len(d) > 1 else 0.0)
-    fig, ax = plt.subplots(figsize=(5, 3.6))
-    ax.bar(names, means, yerr=ses, color="0.6", capsize=4)
-    ax.axhline(0.0, color="k", lw=0.8)
-    ax.set_ylabel("improvement over Parzen (nats per test point)")
-    ax.set_title(f"Toy ring, {len(base)} data seeds (mean ± SE of paired differences)",
-                 fontsize=9)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for ax, (title, methods) in zip(axes, (("Toy ring (§5)", ring_methods_),
+                                           ("Japanese pines (in place of the skulls)",
+                                            pines_methods)), strict=True):
+        base = np.asarray(methods["parzen"]["per_seed"])
+        names, means, ses = [], [], []
+        for name, r in methods.items():
+            if name == "parzen":
+                continue
+            dd = np.asarray(r["per_seed"]) - base[: len(r["per_seed"])]
+            names.append(name)
+            means.append(dd.mean())
+            ses.append(dd.std(ddof=1) / np.sqrt(len(dd)) if len(dd) > 1 else 0.0)
+        ax.bar(names, means, yerr=ses, color="0.6", capsize=4)
+        ax.axhline(0.0, color="k", lw=0.8)
+        ax.set_ylabel("improvement over Parzen (nats per test point)")
+        ax.set_title(f"{title}, {len(base)} splits", fontsize=9)
+        ax.tick_params(axis="x", labelsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -310,11 +362,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parzen = ring_parzen(2 if args.quick else max(args.seeds, N_SEEDS))
     methods = ring_methods(n_seeds, out, args.quick)
     methods["true density"] = ring_oracle(n_seeds)
+    pines_methods = ring_methods(n_seeds, out, args.quick, "pines")
     summary = {"figure1": [{k: p[k] for k in ("lx", "ly", "alpha", "n_proposals",
                                                "n_rejections", "seconds")}
                            for p in res["panels"]],
                "n_samples": n, "seed": res["seed"], "ring_parzen": parzen,
-               "ring_methods": methods, "machine_load": _load()}
+               "ring_methods": methods, "pines_methods": pines_methods,
+               "machine_load": _load()}
     (out / "gpds2009.json").write_text(json.dumps(summary, indent=1))
     plot(res, out / "gpds2009_figure1.png")
     for p in summary["figure1"]:
@@ -327,7 +381,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         se = "" if r["se"] is None else f" ± {r['se']:.3f}"
         print(f"ring, {name}: mean test log probability {r['mean']:.3f}{se} over "
               f"{len(r['per_seed'])} data seeds")
-    plot_ring(parzen, methods, out / "gpds2009_ring.png")
+    for name, r in pines_methods.items():
+        se = "" if r["se"] is None else f" ± {r['se']:.3f}"
+        print(f"Japanese pines, {name}: mean test log probability {r['mean']:.3f}{se} over "
+              f"{len(r['per_seed'])} splits")
+    plot_ring(methods, pines_methods, out / "gpds2009_figure5.png")
     return 0
 
 

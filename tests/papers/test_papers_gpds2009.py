@@ -5,14 +5,22 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from tests.papers._paper_scripts import load
 
 G = load("gpds2009")
 
 
-def test_quick_figure1_writes_four_prior_densities(tmp_path):
-    assert G.main(["--quick", "--out", str(tmp_path)]) == 0
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gpds2009")
+    assert G.main(["--quick", "--out", str(out)]) == 0
+    return out
+
+
+def test_quick_figure1_writes_four_prior_densities(quick):
+    tmp_path = quick
     res = json.loads((tmp_path / "gpds2009.json").read_text())
     panels = res["figure1"]
     assert [(p["lx"], p["ly"], p["alpha"]) for p in panels] == list(G.PANELS)
@@ -22,7 +30,7 @@ def test_quick_figure1_writes_four_prior_densities(tmp_path):
     assert (tmp_path / "gpds2009_figure1.png").stat().st_size > 10_000
 
 
-def test_the_ring_and_its_parzen_baseline(tmp_path):
+def test_the_ring_and_its_parzen_baseline(quick):
     train, test = G.ring(0)
     assert train.shape == (100, 2) and test.shape == (50, 2)
     r = np.hypot(*np.concatenate([train, test]).T)
@@ -36,6 +44,28 @@ def test_the_ring_and_its_parzen_baseline(tmp_path):
     assert abs(mass - 1.0) < 1e-3
     h = G.parzen_bandwidth(train)
     assert G.BANDWIDTHS[0] < h < G.BANDWIDTHS[-1]  # an interior optimum, not a grid edge
-    assert G.main(["--quick", "--out", str(tmp_path)]) == 0
-    res = json.loads((tmp_path / "gpds2009.json").read_text())["ring_parzen"]
+    res = json.loads((quick / "gpds2009.json").read_text())["ring_parzen"]
     assert len(res["per_seed"]) == 2 and -4.0 < res["mean"] < -1.5
+
+
+def test_every_method_on_the_ring_and_the_pines(quick):
+    res = json.loads((quick / "gpds2009.json").read_text())
+    ring, pines = res["ring_methods"], res["pines_methods"]
+    assert set(ring) == {"dense", "lattice", "dpgmm", "parzen", "true density"}
+    assert set(pines) == {"dense", "lattice", "dpgmm", "parzen"}
+    for r in (*ring.values(), *pines.values()):
+        assert len(r["per_seed"]) == 1 and np.isfinite(r["mean"])
+    # the per-seed results are cached: a second run reads them (a resumable experiment)
+    assert (quick / "ring" / "dense_0.json").is_file()
+    assert (quick / "gpds2009_figure5.png").stat().st_size > 10_000
+
+
+def test_the_true_ring_density_is_a_density():
+    ax = np.linspace(-3.0, 3.0, 301)
+    gx, gy = np.meshgrid(ax, ax)
+    pts = np.column_stack([gx.ravel(), gy.ravel()])
+    mass = np.exp(G.ring_logpdf(pts)).sum() * (ax[1] - ax[0]) ** 2
+    assert abs(mass - 1.0) < 1e-3
+    # and it is the data's: its test log probability beats a wrong radius by far
+    _, test = G.ring(0)
+    assert G.ring_logpdf(test).mean() > G.ring_logpdf(test * 1.3).mean() + 0.5
