@@ -11,7 +11,8 @@
 
 False failures (union bound): every check is two-sided at 5 SEs; the simulation checks use
 thousands of independent replicates (normal: 5.7e-7 each), the MCMC checks batch means with
-19 degrees of freedom (8.0e-5 each): 4 + 6 + 3 MCMC points, 4 simulation points.
+19 degrees of freedom (8.0e-5 each): 4 + 6 + 3 MCMC points, 4 simulation points; the
+predictive samples' χ² and KS tests at 1e-4 each, two bases.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from lattice_lgm.gpds.lattice import (
 )
 from lattice_lgm.gpds.predict import batch_means_se
 
-FALSE_FAILURE_RATE = 13 * 8.0e-5 + 4 * 5.7e-7
+FALSE_FAILURE_RATE = 13 * 8.0e-5 + 4 * 5.7e-7 + 4 * 1e-4
 Z_SE = 5.0
 
 
@@ -215,3 +216,50 @@ def test_bad_inputs_are_refused_by_name():
     m = LatticeGPDS([[0.5, 0.5]], box, cells=4)
     with pytest.raises(InvalidParameterError, match="n_latent"):
         LatticeSweep(m, n_latent=0)
+
+
+@pytest.mark.parametrize("base", [UniformBase.create([0.0, 0.0], [1.0, 2.0]),
+                                  GaussianBase.create([0.5, 1.0], [0.25, 1.0])])
+def test_predictive_samples_follow_the_states_density(base):
+    """Points drawn from one state: their cells' frequencies are π_c Φ(g_c) / Z (χ², 1e-4),
+    and they stay in their cells' box."""
+    from scipy import stats
+
+    m = LatticeGPDS([[0.5, 1.0]], base, cells=(5, 4))
+    rng = np.random.default_rng(3)
+    eta = m.prior.sample(rng, 1).reshape(-1)
+    x = m.sample_points(eta, 20_000, rng)
+    counts = np.bincount(m.cell_of(x), minlength=m.lattice.size)
+    p = m.masses.reshape(-1) * special.expit(eta)
+    assert stats.chisquare(counts, 20_000 * p / p.sum()).pvalue > 1e-4
+    assert np.all((x >= m._lo) & (x <= m._hi))
+    # within its cell a point follows π: the x coordinates against the mixture's CDF (KS)
+    assert stats.kstest(x[:, 0], lambda v: _x_cdf(m, p / p.sum(), v)).pvalue > 1e-4
+
+
+def _x_cdf(m, w, v):
+    """CDF of the x coordinate: cells' weights times π's within-cell CDF along x."""
+    cols = w.reshape(m.lattice.shape).sum(axis=0)  # weight per x column
+    edges = np.linspace(m._lo[0], m._hi[0], len(cols) + 1)
+    if isinstance(m.base, UniformBase):
+        F = lambda z: z  # noqa: E731
+    else:
+        F = lambda z: special.ndtr((z - m.base.mean[0]) / m.base.chol[0, 0])  # noqa: E731
+    a, b = F(edges[:-1]), F(edges[1:])
+    frac = np.clip((F(np.asarray(v)[:, None]) - a) / (b - a), 0.0, 1.0)
+    return frac @ cols
+
+
+def test_the_check_sees_uniform_positions_under_a_gaussian_base(monkeypatch):
+    """Positions uniform within their cells under a Gaussian π: the KS check fails."""
+    from scipy import stats
+
+    base = GaussianBase.create([0.5, 1.0], [0.25, 1.0])
+    m = LatticeGPDS([[0.5, 1.0]], base, cells=(5, 4))
+    m.base = UniformBase.create(m._lo, m._hi)  # the bug: the sampler reads π as uniform
+    rng = np.random.default_rng(3)
+    eta = m.prior.sample(rng, 1).reshape(-1)
+    x = m.sample_points(eta, 20_000, rng)
+    m.base = base
+    p = m.masses.reshape(-1) * special.expit(eta)
+    assert stats.kstest(x[:, 0], lambda v: _x_cdf(m, p / p.sum(), v)).pvalue < 1e-4
