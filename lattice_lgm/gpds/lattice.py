@@ -232,8 +232,20 @@ class LatticeGPDS(_RunViewMixin):
         if kernel is None:
             kernel = SquaredExponential(sd=1.0, lengthscale=float(np.min(hi - lo)) / 10.0)
         hp = dict(hyperpriors or {})
-        upper = getattr(hp.get("range"), "upper", None)
-        max_range = float(upper) if upper is not None and math.isfinite(upper) else None
+        max_range = None
+        if "range" in hp:
+            upper = float(getattr(hp["range"], "upper", math.inf))
+            k_range = float(np.max(kernel.range))
+            if not math.isfinite(upper):
+                raise InvalidParameterError(
+                    f"hyperpriors['range']={hp['range']!r} has no upper bound; the lattice's "
+                    "torus is sized for the largest range, so give one, e.g. LogNormal(mu, "
+                    "sigma, upper=<the box's side>).")
+            if k_range > upper:
+                raise InvalidParameterError(
+                    f"the kernel's range {k_range:g} exceeds the range prior's upper bound "
+                    f"{upper:g}; start the kernel inside the prior's support.")
+            max_range = upper
         self.prior = CirculantPrior(self.lattice, kernel, max_range=max_range)
         self.hyperpriors = hp
         self.lgm = self.model_for(np.zeros(self.lattice.shape, dtype=np.int64))

@@ -213,6 +213,15 @@ def test_bad_inputs_are_refused_by_name():
         LatticeGPDS([[0.0, 0.0]], GaussianBase.create([0.0, 0.0], [[1.0, 0.5], [0.5, 1.0]]))
     with pytest.raises(InvalidParameterError, match="link"):
         LatticeGPDS([[0.5, 0.5]], box, link_name="tanh")
+    from lattice_lgm.hyperpriors import LogNormal
+
+    with pytest.raises(InvalidParameterError, match="no upper bound"):
+        LatticeGPDS([[0.5, 0.5]], box, hyperpriors={"range": LogNormal(0.0, 1.0)})
+    with pytest.raises(InvalidParameterError, match="exceeds the range prior"):
+        LatticeGPDS([[0.5, 0.5]], box, kernel=SquaredExponential(sd=1.0, lengthscale=0.1),
+                    hyperpriors={"range": LogNormal(-3.0, 0.5, upper=0.05)})
+    with pytest.raises(InvalidParameterError, match="lengthscale"):
+        LatticeGPDS([[0.5, 0.5]], box, hyperpriors={"lengthscale": LogNormal(0.0, 1.0)})
     m = LatticeGPDS([[0.5, 0.5]], box, cells=4)
     with pytest.raises(InvalidParameterError, match="n_latent"):
         LatticeSweep(m, n_latent=0)
