@@ -1,4 +1,4 @@
-"""Likelihoods on lattice windows: Poisson, Gaussian, Bernoulli and binomial (logit/probit).
+"""Likelihoods on lattice windows: Poisson, Gaussian, Bernoulli, binomial and sigmoidal Poisson.
 
 Each likelihood factorises over the observed cells of a window and offers, for a linear
 predictor of shape ``(n_chains, *shape)``: ``loglik`` (Numba, parallel over chains, bitwise
@@ -13,6 +13,7 @@ from .bernoulli import LINKS, Bernoulli
 from .binomial import Binomial
 from .gaussian import Gaussian
 from .poisson import Poisson
+from .sigmoid_poisson import SigmoidPoisson
 
 __all__ = [
     "LINKS",
@@ -22,5 +23,6 @@ __all__ = [
     "Gaussian",
     "Likelihood",
     "Poisson",
+    "SigmoidPoisson",
     "SiteApproximation",
 ]

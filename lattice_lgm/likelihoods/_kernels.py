@@ -7,10 +7,11 @@ kernel whenever any source changes, so the two files may change apart (decision 
 site functions left this module when the binomial's made it too long).
 
 One kernel serves all likelihoods through an integer ``kind`` (``POISSON``, ``GAUSSIAN``,
-``LOGIT``, ``PROBIT``, ``BINOMIAL_LOGIT``, ``BINOMIAL_PROBIT``) dispatched to the scalar site
-functions.  A kernel that took the site function as an argument would be recompiled in every
-process (Numba cannot cache functions specialised on a dispatcher argument; measured), so the
-dispatch is by integer and ``cache=True`` holds.
+``LOGIT``, ``PROBIT``, ``BINOMIAL_LOGIT``, ``BINOMIAL_PROBIT``, ``SIGPOIS_LOGIT``,
+``SIGPOIS_PROBIT``) dispatched to the scalar site functions.  A kernel that took the site
+function as an argument would be recompiled in every process (Numba cannot cache functions
+specialised on a dispatcher argument; measured), so the dispatch is by integer and
+``cache=True`` holds.
 
 Determinism: the outer ``prange`` runs over chains (or over independent sites), and each chain's
 sum runs sequentially in index order with fastmath off, so a chain's log-likelihood is bitwise
@@ -18,7 +19,7 @@ the same whatever the thread count and whichever chains share the batch (DESIGN 
 
 Site approximations (Murray & Adams 2010, eq. 12) fit a Gaussian to the site posterior
 ``p(η) ∝ L(η) N(η; m, v)``, i.e. to ``exp h(η)`` with ``h(η) = ℓ(η) − (η − m)²/(2v)``.  Every
-likelihood here is log-concave, so ``h'' ≤ −1/v``:
+likelihood here but the sigmoidal Poisson is log-concave, so ``h'' ≤ −1/v``:
 
 * *Laplace*: the mode η̂ of ``h`` by safeguarded Newton (Newton steps, bisection when a step leaves
   the bracket or stops halving it — Numerical Recipes' ``rtsafe``) inside an analytic bracket, to
@@ -31,7 +32,10 @@ likelihood here is log-concave, so ``h'' ≤ −1/v``:
   1e-7 on the same cases.
 * *moments* (probit): the closed form of Rasmussen & Williams (2006, eq. 3.58).
 * a binomial site with no trials carries no information, whatever the method: ``Π = 0``,
-  ``c = m`` (its ℓ is 0, so the site posterior is the prior).
+  ``c = m`` (its ℓ is 0, so the site posterior is the prior); so does a sigmoidal Poisson site
+  with no exposure.
+* sigmoidal Poisson (not log-concave; ``h`` may have two modes): both methods in
+  :mod:`._sigmoid_fits`, from a bracket that holds every mode.
 
 The fit ``N(μ, σ²)`` is returned as the Gaussian pseudo-likelihood ``N(c; η, 1/Π)`` that
 reproduces it: ``Π = 1/σ² − 1/v`` and ``c = m + (μ − m)/(σ²Π)`` (algebraically
@@ -48,6 +52,7 @@ import numba
 import numpy as np
 from numba import prange
 
+from ._sigmoid_fits import sigpois_fit
 from ._sites import (
     bernoulli_logit_derivs,
     bernoulli_logit_logpdf,
@@ -70,6 +75,12 @@ from ._sites import (
     poisson_derivs,
     poisson_logpdf,
     poisson_logpdf_np,
+    sigpois_logit_derivs,
+    sigpois_logit_logpdf,
+    sigpois_logit_logpdf_np,
+    sigpois_probit_derivs,
+    sigpois_probit_logpdf,
+    sigpois_probit_logpdf_np,
 )
 
 __all__ = [
@@ -81,6 +92,8 @@ __all__ = [
     "MOMENTS",
     "POISSON",
     "PROBIT",
+    "SIGPOIS_LOGIT",
+    "SIGPOIS_PROBIT",
     "bernoulli_logit_derivs",
     "bernoulli_logit_logpdf",
     "bernoulli_logit_logpdf_np",
@@ -105,6 +118,12 @@ __all__ = [
     "poisson_derivs",
     "poisson_logpdf",
     "poisson_logpdf_np",
+    "sigpois_logit_derivs",
+    "sigpois_logit_logpdf",
+    "sigpois_logit_logpdf_np",
+    "sigpois_probit_derivs",
+    "sigpois_probit_logpdf",
+    "sigpois_probit_logpdf_np",
     "site_approx_kernel",
 ]
 
@@ -117,6 +136,8 @@ LOGIT = 2
 PROBIT = 3
 BINOMIAL_LOGIT = 4
 BINOMIAL_PROBIT = 5
+SIGPOIS_LOGIT = 6
+SIGPOIS_PROBIT = 7
 
 LAPLACE = 0
 MOMENTS = 1
@@ -143,7 +164,11 @@ def site_value(kind: int, eta: float, y: float, aux: float) -> float:
         return bernoulli_probit_logpdf(eta, y, aux)
     if kind == BINOMIAL_LOGIT:
         return binomial_logit_logpdf(eta, y, aux)
-    return binomial_probit_logpdf(eta, y, aux)
+    if kind == BINOMIAL_PROBIT:
+        return binomial_probit_logpdf(eta, y, aux)
+    if kind == SIGPOIS_LOGIT:
+        return sigpois_logit_logpdf(eta, y, aux)
+    return sigpois_probit_logpdf(eta, y, aux)
 
 
 @numba.njit(cache=True)
@@ -159,7 +184,11 @@ def site_derivs(kind: int, eta: float, y: float, aux: float) -> tuple[float, flo
         return bernoulli_probit_derivs(eta, y, aux)
     if kind == BINOMIAL_LOGIT:
         return binomial_logit_derivs(eta, y, aux)
-    return binomial_probit_derivs(eta, y, aux)
+    if kind == BINOMIAL_PROBIT:
+        return binomial_probit_derivs(eta, y, aux)
+    if kind == SIGPOIS_LOGIT:
+        return sigpois_logit_derivs(eta, y, aux)
+    return sigpois_probit_derivs(eta, y, aux)
 
 
 @numba.njit(parallel=True, cache=True)
@@ -402,6 +431,12 @@ def site_approx(kind, method, y, aux, m, v, nodes, weights):
         return _probit_moments(y, m, v)
     if (kind == BINOMIAL_LOGIT or kind == BINOMIAL_PROBIT) and not aux > 0.0:
         return 0.0, m  # no trials: ℓ ≡ 0, the site posterior is the prior
+    if kind == SIGPOIS_LOGIT or kind == SIGPOIS_PROBIT:
+        if not aux > 0.0:
+            return 0.0, m  # no exposure (so no count): ℓ ≡ 0
+        mu, raw = sigpois_fit(kind == SIGPOIS_PROBIT, method == MOMENTS, y, aux, m, v,
+                              nodes, weights)
+        return pseudo_likelihood(mu, raw, m, v)
 
     mode, d2 = laplace_mode(kind, y, aux, m, v)
     if method == LAPLACE:

@@ -15,7 +15,8 @@ here is the package's cache stamp's job (``lattice_lgm._numba_cache``, decisions
 
 Notation: ``eta`` is the linear predictor η, ``y`` the datum, ``aux`` the per-site parameter
 (Poisson: log exposure; Gaussian: noise precision; Bernoulli: unused; binomial: the number of
-trials n), ``s = 2y − 1`` the signed label of a Bernoulli site.
+trials n; sigmoidal Poisson: the exposure e itself), ``s = 2y − 1`` the signed label of a
+Bernoulli site.
 
 Numerics (fastmath off everywhere):
 
@@ -33,6 +34,10 @@ Numerics (fastmath off everywhere):
   ``y log Φ(η) + (n − y) log Φ(−η)``), each term skipped when its count is 0, so that a site
   with ``n = 0`` is exactly 0 with derivatives 0 and one with ``n = 1`` gives the Bernoulli
   site's values bit for bit.
+* sigmoidal Poisson, ``y ~ Poisson(e Φ(η))``: ``y log Φ(η) − e Φ(η)`` with the logit's
+  ``log σ(η) = −softplus(−η)`` or the probit's ``log Φ`` above, each term skipped when its
+  factor is 0 (a cell with ``e = 0``, ``y = 0`` is exactly 0).  ``σ(η)`` and ``Φ(η)`` saturate
+  at 1 and ``φ(η)`` underflows to 0: finite for every finite η.
 
 The NumPy twins call NumPy's ``exp``/``log1p`` and SciPy's ``erfc`` where Numba calls the C
 library's, so the two agree to a few ulp per site, not bitwise (DESIGN §8: no SVML here).
@@ -69,6 +74,12 @@ __all__ = [
     "poisson_derivs",
     "poisson_logpdf",
     "poisson_logpdf_np",
+    "sigpois_logit_derivs",
+    "sigpois_logit_logpdf",
+    "sigpois_logit_logpdf_np",
+    "sigpois_probit_derivs",
+    "sigpois_probit_logpdf",
+    "sigpois_probit_logpdf_np",
 ]
 
 _SQRT2 = math.sqrt(2.0)
@@ -318,3 +329,98 @@ def binomial_probit_logpdf_np(eta: np.ndarray, y: np.ndarray, aux: np.ndarray) -
         succ = np.where(y > 0.0, y * log_normal_cdf_np(eta), 0.0)
         fail = np.where(f > 0.0, f * log_normal_cdf_np(-eta), 0.0)
     return succ + fail
+
+
+# -- Sigmoidal Poisson: y ~ Poisson(e Φ(η)) (aux = e), logit or probit Φ ----------------------
+#
+# ℓ = y log Φ(η) − e Φ(η), without y log e − log y! (the likelihood's constant).  A term whose
+# factor is 0 is skipped, not multiplied by 0, so a cell with e = 0 (and y = 0) is exactly 0
+# with derivatives 0.  ℓ is not concave: for the logit ℓ'' = −pq(y + e(q − p)) (p = σ(η),
+# q = σ(−η)) is positive where tanh(η/2) > y/e; the site fits in ._sigmoid_fits allow for it.
+
+
+@numba.njit(cache=True)
+def sigpois_logit_logpdf(eta: float, y: float, aux: float) -> float:
+    """Sigmoidal Poisson site, logistic Φ: ``y log σ(η) − e σ(η) = −y softplus(−η) − e σ(η)``."""
+    out = 0.0
+    if y > 0.0:
+        out -= y * _softplus(-eta)
+    if aux > 0.0:
+        out -= aux * _logistic(eta)
+    return out
+
+
+@numba.njit(cache=True)
+def sigpois_logit_derivs(eta: float, y: float, aux: float) -> tuple[float, float, float]:
+    """``(q(y − ep), −pq(y + e(q − p)), −pq(y(q − p) + e((q − p)² − 2pq)))``, p = σ(η) = 1 − q.
+
+    ``q − p = tanh(−η/2)`` (no cancellation near 0); ``pq`` underflows to 0, never NaN.
+    """
+    p = _logistic(eta)
+    q = _logistic(-eta)
+    pq = p * q
+    t = math.tanh(-0.5 * eta)
+    d1 = q * y - aux * pq
+    d2 = -pq * (y + aux * t)
+    d3 = -pq * (y * t + aux * (t * t - 2.0 * pq))
+    return d1, d2, d3
+
+
+def sigpois_logit_logpdf_np(eta: np.ndarray, y: np.ndarray, aux: np.ndarray) -> np.ndarray:
+    """NumPy twin of :func:`sigpois_logit_logpdf` (broadcasting)."""
+    eta = np.asarray(eta, dtype=np.float64)
+    soft = np.maximum(-eta, 0.0) + np.log1p(np.exp(-np.abs(eta)))
+    with np.errstate(invalid="ignore"):
+        succ = np.where(y > 0.0, y * soft, 0.0)
+        rate = np.where(aux > 0.0, aux * special.expit(eta), 0.0)
+    return -succ - rate
+
+
+@numba.njit(cache=True)
+def _normal_pdf(z: float) -> float:
+    return _INV_SQRT_2PI * math.exp(-0.5 * z * z)
+
+
+@numba.njit(cache=True)
+def sigpois_probit_logpdf(eta: float, y: float, aux: float) -> float:
+    """Sigmoidal Poisson site, normal Φ: ``y log Φ(η) − e Φ(η)``."""
+    out = 0.0
+    if y > 0.0:
+        out += y * log_normal_cdf(eta)
+    if aux > 0.0:
+        out -= aux * (0.5 * math.erfc(-eta / _SQRT2))
+    return out
+
+
+@numba.njit(cache=True)
+def sigpois_probit_derivs(eta: float, y: float, aux: float) -> tuple[float, float, float]:
+    """``(y r − eφ, −y r(η + r) + eηφ, y r((η + r)(η + 2r) − 1) − e(η² − 1)φ)``, r = φ/Φ.
+
+    The ``y`` terms are the probit Bernoulli's of a success (inverse Mills ratio through
+    :func:`inv_mills`); the ``e`` terms vanish where φ(η) underflows (|η| ≳ 38.6), so that
+    ``η²`` overflowing never meets ``φ = 0``.
+    """
+    d1 = 0.0
+    d2 = 0.0
+    d3 = 0.0
+    if y > 0.0:
+        r, zr = inv_mills(eta)
+        d1 += y * r
+        d2 -= y * (r * zr)
+        d3 += y * (r * (zr * (zr + r) - 1.0))
+    if aux > 0.0:
+        phi = _normal_pdf(eta)
+        if phi > 0.0:
+            d1 -= aux * phi
+            d2 += aux * (eta * phi)
+            d3 -= aux * ((eta * eta - 1.0) * phi)
+    return d1, d2, d3
+
+
+def sigpois_probit_logpdf_np(eta: np.ndarray, y: np.ndarray, aux: np.ndarray) -> np.ndarray:
+    """NumPy twin of :func:`sigpois_probit_logpdf` (broadcasting)."""
+    eta = np.asarray(eta, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        succ = np.where(y > 0.0, y * log_normal_cdf_np(eta), 0.0)
+        rate = np.where(aux > 0.0, aux * (0.5 * special.erfc(-eta / _SQRT2)), 0.0)
+    return succ - rate

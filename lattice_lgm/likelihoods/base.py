@@ -183,7 +183,8 @@ class Likelihood(ABC):
     constant : float
         Sum over observed sites of the terms ``site_logpdf`` leaves out.
     name : str
-        ``"poisson"``, ``"gaussian"``, ``"bernoulli-logit"`` or ``"bernoulli-probit"``.
+        ``"poisson"``, ``"gaussian"``, ``"bernoulli-<link>"``, ``"binomial-<link>"`` or
+        ``"sigmoid-poisson-<link>"`` (link ``logit`` or ``probit``).
     site_logpdf : numba dispatcher
         ``site_logpdf(eta, y, aux) -> float``, the per-site log-likelihood without constants; a
         plain ``@njit`` function that other njit code may call.
@@ -433,8 +434,8 @@ class Likelihood(ABC):
         SiteApproximation
             ``(n_obs,)`` arrays: ``center = argmax_η L_i(η)`` and ``precision = −ℓ_i''`` there.
             Sites whose maximum is at ±∞ or whose curvature there is 0 (Poisson ``y = 0``,
-            every Bernoulli site, binomial ``y = 0``, ``y = n`` or ``n = 0``) get precision 0
-            and center 0.
+            every Bernoulli site, binomial ``y = 0``, ``y = n`` or ``n = 0``, sigmoidal Poisson
+            ``y = 0``, ``y ≥ e`` or ``e = 0``) get precision 0 and center 0.
         """
         precision, center = self._taylor()
         return SiteApproximation(precision=precision, center=center, method="taylor")

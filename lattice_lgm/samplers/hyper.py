@@ -125,7 +125,7 @@ class HyperMove:
         Random-walk scale on the unconstrained scale for ``method="mh"``.
     site_method : {"laplace", "moments"}, optional
         Site fit for ``*-site`` and ``*-scalar``: default Laplace, moments for Bernoulli
-        likelihoods (as the paper, §5) and binomial ones.
+        likelihoods (as the paper, §5), binomial and sigmoidal Poisson ones.
     max_shrink : int
         Shrink cap of the slice sampler (an error, never a silent stay).
     """
@@ -186,8 +186,9 @@ class HyperMove:
         self.max_shrink = positive_int("max_shrink", max_shrink, "e.g. 100")
         lik_name = model.likelihood.name
         if site_method is None:
-            # binomial sites are Bernoulli sites in bulk (y = 0 or n is as monotone)
-            site_method = ("moments" if lik_name.startswith(("bernoulli", "binomial"))
+            # binomial sites are Bernoulli sites in bulk (y = 0 or n is as monotone); sigmoidal
+            # Poisson sites are as skewed (y = 0 is monotone) and may be bimodal
+            site_method = ("moments" if lik_name.startswith(("bernoulli", "binomial", "sigmoid"))
                            else "laplace")
         if site_method not in ("laplace", "moments"):
             raise InvalidParameterError(
