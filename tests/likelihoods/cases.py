@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from lattice_lgm.likelihoods import Bernoulli, Binomial, Gaussian, Likelihood, Poisson
+from lattice_lgm.likelihoods import (
+    Bernoulli,
+    Binomial,
+    Gaussian,
+    Likelihood,
+    Poisson,
+    SigmoidPoisson,
+)
 
 KINDS = ("poisson", "gaussian", "bernoulli-logit", "bernoulli-probit", "binomial-logit",
-         "binomial-probit")
+         "binomial-probit", "sigmoid-poisson-logit", "sigmoid-poisson-probit")
 SHAPES = ((11,), (4, 5), (3, 4, 5))
 
 
@@ -27,6 +34,11 @@ def make(kind: str, shape: tuple[int, ...], seed: int = 0, masked: bool = True) 
         exposure = rng.integers(0, 7, shape).astype(float)  # trials, some 0
         exposure.flat[0] = 5.0
         y = rng.binomial(exposure.astype(int), 0.4).astype(float)
+    elif kind.startswith("sigmoid"):
+        exposure = rng.uniform(0.0, 8.0, shape)
+        exposure[rng.random(shape) < 0.15] = 0.0  # some cells without exposure
+        exposure.flat[0] = 5.0
+        y = rng.poisson(0.4 * exposure).astype(float)
     else:
         y = (rng.random(shape) < 0.5).astype(float)
     if mask is not None:
@@ -39,6 +51,10 @@ def make(kind: str, shape: tuple[int, ...], seed: int = 0, masked: bool = True) 
         if mask is not None:
             exposure[~mask] = np.nan
         return Binomial(y, exposure, link=kind.split("-")[1], mask=mask)
+    if kind.startswith("sigmoid"):
+        if mask is not None:
+            exposure[~mask] = np.nan
+        return SigmoidPoisson(y, exposure, link=kind.split("-")[2], mask=mask)
     return Bernoulli(y, link=kind.split("-")[1], mask=mask)
 
 
@@ -50,6 +66,8 @@ def scalar(kind: str, y: float, aux_value: float = 1.0) -> Likelihood:
         return Gaussian(np.array([y]), noise_sd=aux_value)
     if kind.startswith("binomial"):
         return Binomial(np.array([y]), aux_value, link=kind.split("-")[1])
+    if kind.startswith("sigmoid"):
+        return SigmoidPoisson(np.array([y]), aux_value, link=kind.split("-")[2])
     return Bernoulli(np.array([y]), link=kind.split("-")[1])
 
 

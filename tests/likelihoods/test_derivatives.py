@@ -54,7 +54,8 @@ def test_hess_and_third_match_finite_differences(kind):
     np.testing.assert_allclose(h2, fd2, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(h3, fd3, rtol=1e-5, atol=1e-7)
     assert np.all(h2[:, ~lik.mask] == 0) and np.all(h3[:, ~lik.mask] == 0)
-    assert np.all(h2 <= 0)  # log-concave
+    if not kind.startswith("sigmoid"):  # its own module checks where ℓ'' > 0
+        assert np.all(h2 <= 0)  # log-concave
     if kind != "gaussian":
         assert np.any(h3 != 0)
 

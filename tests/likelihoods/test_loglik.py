@@ -40,6 +40,8 @@ def _scipy_loglik(lik, eta):
     if lik.name == "gaussian":
         return stats.norm.logpdf(y, loc=e, scale=1 / np.sqrt(lik.aux_obs)).sum(axis=1)
     p = special.expit(e) if lik.name.endswith("logit") else stats.norm.cdf(e)
+    if lik.name.startswith("sigmoid-poisson"):
+        return stats.poisson.logpmf(y, lik.aux_obs * p).sum(axis=1)
     if lik.name.startswith("binomial"):
         return stats.binom.logpmf(y, lik.aux_obs, p).sum(axis=1)
     return stats.bernoulli.logpmf(y, p).sum(axis=1)

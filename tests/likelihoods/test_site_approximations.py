@@ -234,7 +234,8 @@ def test_sites_sharing_data_and_prior_are_fitted_once_bitwise(kind, method, monk
 
 
 @pytest.mark.parametrize("kind", ["poisson", "bernoulli-logit", "bernoulli-probit",
-                                  "binomial-logit", "binomial-probit"])
+                                  "binomial-logit", "binomial-probit", "sigmoid-poisson-logit",
+                                  "sigmoid-poisson-probit"])
 @pytest.mark.parametrize("method", ["laplace", "moments"])
 def test_extreme_priors_give_valid_pseudo_likelihoods(kind, method):
     lik = make(kind, (20,), seed=22, masked=False)
@@ -322,7 +323,7 @@ def test_taylor_is_the_maximum_of_each_site_likelihood(kind):
     elif kind == "gaussian":
         np.testing.assert_allclose(t.precision, lik.aux_obs)
         np.testing.assert_array_equal(t.center, lik.y_obs)
-    elif kind.startswith("binomial"):
+    elif kind.startswith(("binomial", "sigmoid")):
         np.testing.assert_array_equal(info, (lik.y_obs > 0) & (lik.y_obs < lik.aux_obs))
         assert info.any() and not info.all()
     else:
