@@ -22,6 +22,15 @@ likelihood per cell, updated by elliptical slice sampling (Murray, Adams & MacKa
 covariance hyperparameters by the Murray & Adams (2010) moves — the library's samplers,
 unchanged.  An iteration costs ``O(cells · log cells)`` (circulant) whatever ``N + M``.
 
+The same posterior has a second augmentation, with one scalar in place of the ``M``
+rejections (the sigmoidal Gaussian Cox process of Adams, Murray & MacKay, ICML 2009): if the
+counts per cell were Poisson with rates ``λ π_c Φ(g_c)`` and ``p(λ) ∝ 1/λ``, integrating
+``λ`` out leaves ``Γ(N) Π_c (π_c Φ(g_c))^{a_c} / Z[g]^N`` — the lattice GPDS's likelihood.
+So ``λ | g ~ Gamma(N, Z[g])`` exactly, and given ``λ`` the field sees Poisson sites
+``a_c log Φ(g_c) − λ π_c Φ(g_c)`` (:class:`~lattice_lgm.likelihoods.SigmoidPoisson`): the
+``N`` data's information, not the ``N + M`` of the history's binomial sites
+(``LatticeSweep(augmentation="scale")``).
+
 Within-cell error (against the continuous-``g`` GPDS): ``g(x) − g_c`` is Gaussian with
 variance ``2 sd² (1 − ρ(h))`` for ``x`` at distance ``h`` from the centre ``c``, at most the
 half diagonal ``h*``; as ``Φ′ ≤ 1/4`` (logistic) or ``1/√(2π)`` (probit), the root mean
@@ -43,10 +52,10 @@ from ..covariance import Covariance, SquaredExponential
 from ..errors import InvalidDataError, InvalidParameterError
 from ..hyperpriors import Hyperprior, LogNormal
 from ..lattice import Lattice
-from ..likelihoods import Binomial
+from ..likelihoods import Binomial, SigmoidPoisson
 from ..models.latent import LatentGaussianModel
 from ..priors import CirculantPrior
-from ..samplers import EllipticalSlice, Gibbs, HyperMove, init_state
+from ..samplers import EllipticalSlice, Gibbs, HyperMove, JointHMC, init_state
 from ..samplers._latent import loglik_at
 from ..samplers.state import LatentState
 from ..store.base import hash_arrays
@@ -62,6 +71,8 @@ SUPPORT_SD = 4.0
 REJECTIONS = "gpds_rejections"
 #: the hyperparameter move's representation by default (decision 106)
 DEFAULT_REPRESENTATION = "prior-white"
+#: what the field is updated given (:class:`LatticeSweep`)
+AUGMENTATIONS = ("history", "scale")
 #: the Bernoulli/binomial likelihood's link for each squashing function Φ
 _LINK = {"logistic": "logit", "probit": "probit"}
 #: the largest slope of each Φ (for the within-cell error bound)
@@ -104,7 +115,7 @@ class _RunViewMixin:
 
     def default_sweep(self, representation: str, n_latent: int, tune: int = 0) -> LatticeSweep:
         """:class:`LatticeSweep` with ``n_latent`` elliptical slice updates per sweep."""
-        return LatticeSweep(self, representation, n_latent=n_latent)
+        return LatticeSweep(self, representation, n_latent=n_latent, tune=tune)
 
     def record(self, state: LatentState) -> dict[str, Any]:
         """One draw of every chain (scalars, ``g`` on the lattice, the summaries' values)."""
@@ -364,6 +375,13 @@ class LatticeGPDS(_RunViewMixin):
             self.prior, Binomial(a, a + np.asarray(rejections), link=_LINK[self.link]),
             hyperpriors=self.hyperpriors, mean=self.mean)
 
+    def model_for_scale(self, scale: float) -> LatentGaussianModel:
+        """The field's model given the scale ``λ``: Poisson counts with rate ``λ π_c Φ(g_c)``."""
+        return LatentGaussianModel(
+            self.prior, SigmoidPoisson(self.data_counts, scale * self.masses,
+                                       link=_LINK[self.link]),
+            hyperpriors=self.hyperpriors, mean=self.mean)
+
     def eta(self, state: LatentState, c: int) -> np.ndarray:
         """``g`` on the lattice's cells (flat, C order) of chain ``c``."""
         f = np.asarray(state.f[c]).reshape(-1)
@@ -473,24 +491,47 @@ class LatticeSweep:
     model : LatticeGPDS
     representation : str
         The hyperparameter move's representation
-        (:data:`~lattice_lgm.samplers.hyper.REPRESENTATIONS`).
+        (:data:`~lattice_lgm.samplers.hyper.REPRESENTATIONS`), or ``"hmc"``: the library's
+        joint HMC over θ and the whitened field (:class:`~lattice_lgm.samplers.JointHMC`)
+        in place of the move and the elliptical slice updates, its adaptation carried in the
+        chain state.
     n_latent : int
         Elliptical slice updates per sweep.
+    tune : int
+        The run's warm-up sweeps (HMC adapts its step size and mass in them).
+    augmentation : {"history", "scale"}
+        What the field is updated given: the latent history's rejection counts (binomial
+        sites, the paper's target) or a scale ``λ`` (Poisson sites with rate
+        ``λ π_c Φ(g_c)``; module docstring).  The same posterior of ``g`` and θ either way;
+        the history is drawn and recorded each sweep in both.
     """
 
     def __init__(self, model: LatticeGPDS, representation: str = "prior-white", *,
-                 n_latent: int = 10) -> None:
+                 n_latent: int = 10, tune: int = 0, augmentation: str = "history") -> None:
         if not isinstance(model, LatticeGPDS):
             raise InvalidParameterError(f"model={model!r} must be a LatticeGPDS.")
+        if augmentation not in AUGMENTATIONS:
+            raise InvalidParameterError(
+                f"augmentation={augmentation!r} is not one of {AUGMENTATIONS}.")
+        self.augmentation = augmentation
         if not (isinstance(n_latent, int) and n_latent >= 1):
             raise InvalidParameterError(f"n_latent={n_latent!r} must be an int >= 1.")
-        HyperMove(model.lgm, representation) if model.hyperpriors else None  # validates
+        if representation == "hmc":
+            if not model.hyperpriors:
+                raise InvalidParameterError(
+                    "representation='hmc' moves θ with the field; the model samples no "
+                    "hyperparameters (give hyperpriors), or use 'prior-white'.")
+            JointHMC(model.lgm, n_tune=tune)  # validates tune
+        elif model.hyperpriors:
+            HyperMove(model.lgm, representation)  # validates the representation
         self.model, self.representation, self.n_latent = model, representation, n_latent
+        self.tune = int(tune)
 
     def settings(self) -> dict[str, Any]:
         """Every setting that changes the draws, JSON-ready."""
         return {"sweep": "gpds.LatticeSweep", "representation": self.representation,
-                "n_latent": self.n_latent}
+                "n_latent": self.n_latent, "tune": self.tune,
+                "augmentation": self.augmentation}
 
     def step(self, state: LatentState,
              rngs: Sequence[np.random.Generator]) -> tuple[LatentState, dict[str, Any]]:
@@ -512,12 +553,18 @@ class LatticeSweep:
             zs[c] = mdl.normaliser(eta)
             counts = mdl.draw_history(eta, rngs[c])
             n_rej[c] = int(counts.sum())
-            lgm = mdl.model_for(counts)
+            if self.augmentation == "history":
+                lgm = mdl.model_for(counts)
+            else:  # λ | g ~ Gamma(N, Z[g]) under p(λ) ∝ 1/λ, then Poisson sites (module doc)
+                lgm = mdl.model_for_scale(rngs[c].gamma(len(mdl.data)) / zs[c])
             sub = sub._replace(loglik=loglik_at(lgm, sub.f, sub.beta, [sub.theta_of(0)]),
                                extras={**(sub.extras or {}), REJECTIONS: counts[None]})
-            hyper = HyperMove(lgm, self.representation) if mdl.hyperpriors else None
-            sub, _ = Gibbs(hyper, EllipticalSlice(lgm), n_latent=self.n_latent).step(
-                sub, [rngs[c]])
+            if self.representation == "hmc":  # θ and the whitened field jointly
+                sub, _ = JointHMC(lgm, n_tune=self.tune).step(sub, [rngs[c]])
+            else:
+                hyper = HyperMove(lgm, self.representation) if mdl.hyperpriors else None
+                sub, _ = Gibbs(hyper, EllipticalSlice(lgm), n_latent=self.n_latent).step(
+                    sub, [rngs[c]])
             parts.append(sub)
         return _concat(parts, state.chains), {"n_rejections": n_rej, "normaliser": zs}
 

@@ -11,7 +11,8 @@
 
 False failures (union bound): every check is two-sided at 5 SEs; the simulation checks use
 thousands of independent replicates (normal: 5.7e-7 each), the MCMC checks batch means with
-19 degrees of freedom (8.0e-5 each): 4 + 6 + 3 MCMC points, 4 simulation points; the
+19 degrees of freedom (8.0e-5 each): 4 + 4 + 6 + 3 MCMC points (the posterior under both
+augmentations), 4 simulation points; the
 predictive samples' χ² and KS tests at 1e-4 each, two bases.
 """
 
@@ -32,7 +33,7 @@ from lattice_lgm.gpds.lattice import (
 )
 from lattice_lgm.gpds.predict import batch_means_se
 
-FALSE_FAILURE_RATE = 13 * 8.0e-5 + 4 * 5.7e-7 + 4 * 1e-4
+FALSE_FAILURE_RATE = 17 * 8.0e-5 + 4 * 5.7e-7 + 4 * 1e-4
 Z_SE = 5.0
 
 
@@ -116,8 +117,8 @@ def _reference(model, n_draws=200_000, seed=0):
     return est, se
 
 
-def _posterior_check(model, n_sweeps=1500, burn=100):
-    sweep = LatticeSweep(model, n_latent=2)
+def _posterior_check(model, n_sweeps=1500, burn=100, augmentation="history"):
+    sweep = LatticeSweep(model, n_latent=2, augmentation=augmentation)
     rngs = [np.random.default_rng([7, c]) for c in range(2)]
     state = model.init_state(rngs)
     rows = []
@@ -138,9 +139,19 @@ def small_model():
     return LatticeGPDS(DATA, UniformBase.create([0.0], [1.0]), cells=12, kernel=KERNEL)
 
 
-def test_the_sweep_targets_the_lattice_posterior(small_model):
-    z = _posterior_check(small_model)
+@pytest.mark.parametrize("augmentation", ["history", "scale"])
+def test_the_sweep_targets_the_lattice_posterior(small_model, augmentation):
+    z = _posterior_check(small_model, augmentation=augmentation)
     assert np.all(np.abs(z) < Z_SE), z
+
+
+def test_the_check_sees_a_scale_with_the_wrong_shape(small_model, monkeypatch):
+    """``λ | g ~ Gamma(N + 5, Z[g])`` (a wrong prior on the scale): the check fails."""
+    real = LatticeGPDS.model_for_scale
+    monkeypatch.setattr(LatticeGPDS, "model_for_scale",
+                        lambda self, scale: real(self, scale * (len(DATA) + 5) / len(DATA)))
+    z = _posterior_check(small_model, n_sweeps=600, augmentation="scale")
+    assert np.any(np.abs(z) > Z_SE)
 
 
 def test_the_check_sees_a_sweep_without_rejections(small_model, monkeypatch):
