@@ -11,7 +11,7 @@ number of rejections ``M`` and ``Z[g]``, the sampling time, and the posterior me
 
 Usage::
 
-    python benchmarks/perf/gpds_lansing.py              # 4 chains × 1000 draws (~5 min)
+    python benchmarks/perf/gpds_lansing.py              # 4 chains × 800 draws (~12 min, 2 cores)
     python benchmarks/perf/gpds_lansing.py --quick --out /tmp/l   # a smoke run (the tests)
 """
 
@@ -38,7 +38,7 @@ from lattice_lgm.runs import sample
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
 LANSING = ROOT / "data" / "lansing.csv"
-SEED, CELLS, CHAINS, DRAWS, TUNE = 2251, 64, 4, 1000, 200
+SEED, CELLS, CHAINS, DRAWS, TUNE = 2251, 64, 4, 800, 200
 #: log-normal priors (mu, sigma[, upper]) of the kernel's sd and range on the unit square
 PRIOR_SD, PRIOR_RANGE = (0.0, 0.5), (np.log(0.2), 0.5, 0.8)
 VARS = ("sd", "range", "n_rejections", "normaliser")

@@ -130,12 +130,13 @@ def run_dense(n: int, sweeps: int, burn: int) -> dict:
 
 
 def run_lattice(n: int, sweeps: int, burn: int, cells: int,
-                representation: str = DEFAULT_REPRESENTATION) -> dict:
+                representation: str = DEFAULT_REPRESENTATION,
+                augmentation: str = "history") -> dict:
     """The lattice sampler (θ by the Murray–Adams move) on ``n`` points, ``cells²`` cells."""
     data = data_of(n, cells)
     model = LatticeGPDS(data, UniformBase.create([0.0, 0.0], [1.0, 1.0]), cells=cells,
                         kernel=start_kernel(), hyperpriors=hyperpriors())
-    step = LatticeSweep(model, representation)
+    step = LatticeSweep(model, representation, augmentation=augmentation)
     rngs = [np.random.default_rng([SEED, n, 2])]
     state = model.init_state(rngs)
     times, nm, draws = [], [], {"sd": [], "range": []}
@@ -148,7 +149,7 @@ def run_lattice(n: int, sweeps: int, burn: int, cells: int,
             draws["sd"].append(float(state.theta["sd"][0]))
             draws["range"].append(float(state.theta["range"][0]))
     return {**_row("lattice", n, times, nm, draws), "cells": cells,
-            "representation": representation,
+            "representation": representation, "augmentation": augmentation,
             "interpolation_bound": model.interpolation_bound()}
 
 
@@ -168,7 +169,7 @@ def plot(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for p, mk in (("dense", "o-"), ("lattice", "s-")):
+    for p, mk in (("dense", "o-"), ("lattice", "s-"), ("lattice-scale", "^-")):
         r = sorted((x for x in rows if x["path"] == p), key=lambda x: x["n_plus_m"])
         if not r:
             continue
@@ -203,18 +204,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     sweeps, burn, cells = (20, 5, 16) if args.quick else (LATTICE_SWEEPS, BURN, CELLS)
     dense_sweeps = 20 if args.quick else DENSE_SWEEPS
     rows = []
-    for kind, sizes in (("dense", dense_n), ("lattice", lattice_n)):
+    for kind, sizes in (("dense", dense_n), ("lattice", lattice_n), ("lattice-scale",
+                                                                     lattice_n)):
         for n in sizes:
             f = cache / f"{kind}_{n}.json"
             if f.exists():
                 row = json.loads(f.read_text())
+            elif kind == "dense":
+                row = run_dense(n, dense_sweeps, burn)
             else:
-                row = (run_dense(n, dense_sweeps, burn) if kind == "dense"
-                       else run_lattice(n, sweeps, burn, cells))
+                row = run_lattice(n, sweeps, burn, cells, augmentation=(
+                    "scale" if kind == "lattice-scale" else "history"))
+            if kind == "lattice-scale":
+                row["path"] = "lattice-scale"
+            if "machine_load" not in row:
                 row["machine_load"] = os.getloadavg()[0]
                 f.write_text(json.dumps(row))
             rows.append(row)
-            print(f"{kind:8s} N={n:6d} N+M={row['n_plus_m']:9.0f} "
+            print(f"{kind:13s} N={n:6d} N+M={row['n_plus_m']:9.0f} "
                   f"{row['s_per_iter']:.4f} s/iter  ESS/s sd {row['ess_per_s']['sd']:.2f} "
                   f"range {row['ess_per_s']['range']:.2f}")
     reps = []
@@ -223,7 +230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if f.exists():
             row = json.loads(f.read_text())
         else:
-            row = run_lattice(lattice_n[-2] if args.quick else 2251, sweeps, burn, cells, rep)
+            row = run_lattice(lattice_n[-2] if args.quick else 2251, sweeps, burn, cells, rep,
+                              augmentation="history")
             row["machine_load"] = os.getloadavg()[0]
             f.write_text(json.dumps(row))
         reps.append(row)

@@ -71,8 +71,9 @@ SUPPORT_SD = 4.0
 REJECTIONS = "gpds_rejections"
 #: the hyperparameter move's representation by default (decision 106)
 DEFAULT_REPRESENTATION = "prior-white"
-#: what the field is updated given (:class:`LatticeSweep`)
+#: what the field is updated given (:class:`LatticeSweep`), and the default (decision 106)
 AUGMENTATIONS = ("history", "scale")
+DEFAULT_AUGMENTATION = "scale"
 #: the Bernoulli/binomial likelihood's link for each squashing function Φ
 _LINK = {"logistic": "logit", "probit": "probit"}
 #: the largest slope of each Φ (for the within-cell error bound)
@@ -115,7 +116,8 @@ class _RunViewMixin:
 
     def default_sweep(self, representation: str, n_latent: int, tune: int = 0) -> LatticeSweep:
         """:class:`LatticeSweep` with ``n_latent`` elliptical slice updates per sweep."""
-        return LatticeSweep(self, representation, n_latent=n_latent, tune=tune)
+        return LatticeSweep(self, representation, n_latent=n_latent, tune=tune,
+                            augmentation=DEFAULT_AUGMENTATION)
 
     def record(self, state: LatentState) -> dict[str, Any]:
         """One draw of every chain (scalars, ``g`` on the lattice, the summaries' values)."""
@@ -499,15 +501,17 @@ class LatticeSweep:
         Elliptical slice updates per sweep.
     tune : int
         The run's warm-up sweeps (HMC adapts its step size and mass in them).
-    augmentation : {"history", "scale"}
-        What the field is updated given: the latent history's rejection counts (binomial
+    augmentation : {"scale", "history"}
+        What the field is updated given (default :data:`DEFAULT_AUGMENTATION`): the latent
+        history's rejection counts (binomial
         sites, the paper's target) or a scale ``λ`` (Poisson sites with rate
         ``λ π_c Φ(g_c)``; module docstring).  The same posterior of ``g`` and θ either way;
         the history is drawn and recorded each sweep in both.
     """
 
     def __init__(self, model: LatticeGPDS, representation: str = "prior-white", *,
-                 n_latent: int = 10, tune: int = 0, augmentation: str = "history") -> None:
+                 n_latent: int = 10, tune: int = 0,
+                 augmentation: str = DEFAULT_AUGMENTATION) -> None:
         if not isinstance(model, LatticeGPDS):
             raise InvalidParameterError(f"model={model!r} must be a LatticeGPDS.")
         if augmentation not in AUGMENTATIONS:

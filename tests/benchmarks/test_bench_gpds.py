@@ -22,7 +22,7 @@ def _run(script, out):
 def test_gpds_scaling_quick_writes_both_paths_and_resumes(tmp_path):
     _run("benchmarks/perf/gpds_scaling.py", tmp_path)
     res = json.loads((tmp_path / "gpds_scaling.json").read_text())
-    assert {r["path"] for r in res["rows"]} == {"dense", "lattice"}
+    assert {r["path"] for r in res["rows"]} == {"dense", "lattice", "lattice-scale"}
     for r in res["rows"]:
         assert r["s_per_iter"] > 0 and r["n_plus_m"] >= r["n"]
         assert set(r["ess_per_s"]) == {"sd", "range"}
