@@ -200,7 +200,8 @@ def field_mode(model: LatentGaussianModel, theta: Mapping[str, float], *,
     ----------
     model : LatentGaussianModel
         Its likelihood must be log-concave in ``η`` (Poisson, Bernoulli, binomial,
-        Gaussian): the site curvatures ``D`` must be ≥ 0.
+        Gaussian): the site curvatures ``D`` must be ≥ 0.  A sigmoidal Poisson likelihood is
+        not; it is accepted while every curvature met is ≥ 0 and refused where one is not.
     theta : mapping
         Hyperparameters (missing names take the model's values).
     f0 : ndarray, shape (1, *state_shape), optional
