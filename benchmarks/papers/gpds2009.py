@@ -57,8 +57,10 @@ BASE_SCALE, PRIOR_SD, PRIOR_RANGE = 1.5, (np.log(2.0), 0.5), (np.log(1.0), 0.5, 
 DENSE_SWEEPS, DENSE_BURN, DENSE_THIN = 500, 150, 2
 #: §4.1 count moves per sweep (M changes by at most 3 per move: one per sweep left M far
 #: from its posterior after 650 sweeps on the ring), and the seeds the dense path runs on
-#: (its sweeps cost ~0.3–0.8 s here: all ten seeds of both data sets did not fit a session)
-DENSE_COUNT_MOVES, DENSE_SEEDS = 10, 3
+#: (its sweeps cost ~0.3–1 s here: all ten seeds of both data sets did not fit a session)
+DENSE_COUNT_MOVES, DENSE_SEEDS = 10, {"ring": 1, "pines": 2}
+#: the lattice's cells per axis halved in width, on the first seed (the lattice's own error)
+LATTICE_FINE = 128
 #: the lattice sampler's run and cells per axis
 LATTICE_SWEEPS, LATTICE_BURN, LATTICE_CELLS = 1000, 200, 64
 #: the real data set (the macaque skulls are not public): Japanese black pines, a random
@@ -261,12 +263,16 @@ def ring_methods(n_seeds: int, out: Path, quick: bool, name: str = "ring") -> di
     res: dict = {"dense": [], "lattice": [], "dpgmm": [], "parzen": []}
     d = out / name
     for k in range(n_seeds):
-        if k < DENSE_SEEDS:
+        if k < (1 if quick else DENSE_SEEDS[name]):
             res["dense"].append(_cached(d / f"dense_{k}.json", ring_dense, k, *dense_cfg,
                                         name))
         res["lattice"].append(_cached(d / f"lattice_{k}.json", ring_lattice, k, *lat_cfg,
                                       name))
         res["dpgmm"].append(_cached(d / f"dpgmm_{k}.json", ring_dpgmm, k, name))
+        if k == 0 and not quick:
+            res.setdefault(f"lattice {LATTICE_FINE}²", []).append(_cached(
+                d / f"lattice{LATTICE_FINE}_{k}.json", ring_lattice, k, lat_cfg[0], lat_cfg[1],
+                LATTICE_FINE, name))
         res["parzen"].append(parzen_split(k, name))
     return {m: {**_mean_se(v), "seconds": [p.get("seconds") for p in v],
                 "mean_rejections": [p.get("mean_rejections") for p in v]}
