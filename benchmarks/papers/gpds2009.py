@@ -8,14 +8,15 @@ paper: base measure ``N(0, I₂)``, squared-exponential kernel
 GP's mean given the sampled history (the paper: "the approximate unnormalized densities").
 Each panel reports its proposals (accepted + rejected), which estimate ``1/Z_π[g]``.
 
-Also built: §5's **toy ring** data (100 training and 50 test points uniform on a circle of
-radius 1.5 with N(0, 0.2²) noise; data seed ``(RING_SEED, k)``) and its **Parzen-window**
-baseline (a spherical Gaussian kernel, bandwidth by ten-fold cross-validation on a log grid):
-mean test log probability per seed, over ``N_SEEDS`` seeds, beside the paper's −2.253.
-
-Still to build here (issue 29): the GPDS posterior on the ring (latent-history MCMC and the
-predictive density of eq. 5), the Dirichlet-process mixture (scikit-learn's
-``BayesianGaussianMixture``) and the lattice-scale comparison.
+§5's **toy ring** (100 training and 50 test points uniform on a circle of radius 1.5 with
+N(0, 0.2²) noise; data seed ``(RING_SEED, k)``) and, in place of the macaque skulls (not
+public), the **Japanese pines** (random 50 / 15 splits): mean test log probability per split of
+the GPDS by the paper's sampler (``dense``, the proposal-count predictive density; on the
+first ``DENSE_SEEDS`` splits, its cost), by the lattice sampler (``lattice``), scikit-learn's
+Dirichlet-process Gaussian mixture (for the paper's iMoG), Parzen windows (ten-fold CV
+bandwidth) and, on the ring, the true density; Figure 5 as improvements over Parzen
+(``gpds2009_figure5.png``).  Every split's result is cached under ``--out``/ring and /pines:
+a killed run resumes where it stopped.
 
 Usage::
 
@@ -347,13 +348,13 @@ def plot_ring(ring_methods_: dict, pines_methods: dict, path: Path) -> None:
             if name == "parzen":
                 continue
             dd = np.asarray(r["per_seed"]) - base[: len(r["per_seed"])]
-            names.append(name)
+            names.append(f"{name}\n({len(dd)})")
             means.append(dd.mean())
             ses.append(dd.std(ddof=1) / np.sqrt(len(dd)) if len(dd) > 1 else 0.0)
         ax.bar(names, means, yerr=ses, color="0.6", capsize=4)
         ax.axhline(0.0, color="k", lw=0.8)
         ax.set_ylabel("improvement over Parzen (nats per test point)")
-        ax.set_title(f"{title}, {len(base)} splits", fontsize=9)
+        ax.set_title(f"{title} (splits per method in brackets)", fontsize=9)
         ax.tick_params(axis="x", labelsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
