@@ -117,6 +117,17 @@ def _per_state(value: Any, n: int, name: str) -> list:
     return [value] * n
 
 
+def _setup(states: Sequence[LatentHistory], kernel: Any, base: Any, x: Any,
+           link_name: str) -> tuple[Any, np.ndarray, Any, np.ndarray]:
+    """Φ, the test points, ``(s, (state, kernel, base))`` per state and the output (S, T)."""
+    phi = link(link_name)
+    kernels = _per_state(kernel, len(states), "kernel")
+    bases = _per_state(base, len(states), "base")
+    pts = _test_points(x, (base[0] if isinstance(base, (list, tuple)) else base).ndim)
+    per = enumerate(zip(states, kernels, bases, strict=True))
+    return phi, pts, per, np.empty((len(states), len(pts)))
+
+
 def _acceptance(ratio: np.ndarray) -> np.ndarray:
     """The independence sampler's acceptance probability ``min(1, ratio)`` (eq. 5)."""
     return np.minimum(1.0, ratio)
@@ -153,12 +164,8 @@ def count_terms(states: Sequence[LatentHistory], rng: np.random.Generator,
     -------
     ndarray, shape (S, T)
     """
-    phi = link(link_name)
-    kernels = _per_state(kernel, len(states), "kernel")
-    bases = _per_state(base, len(states), "base")
-    pts = _test_points(x, (base[0] if isinstance(base, (list, tuple)) else base).ndim)
-    out = np.empty((len(states), len(pts)))
-    for s, (state, k, b) in enumerate(zip(states, kernels, bases, strict=True)):
+    phi, pts, per, out = _setup(states, kernel, base, x, link_name)
+    for s, (state, k, b) in per:
         nugget = float(jitter) * k.sd**2
         mu, Lc = _conditional(k, state.points, state.g, pts, mean, nugget)
         g_x = mu + Lc @ rng.standard_normal(len(pts))
@@ -185,12 +192,8 @@ def eq5_numerator_terms(states: Sequence[LatentHistory], rng: np.random.Generato
     -------
     ndarray, shape (S, T)
     """
-    phi = link(link_name)
-    kernels = _per_state(kernel, len(states), "kernel")
-    bases = _per_state(base, len(states), "base")
-    pts = _test_points(x, (base[0] if isinstance(base, (list, tuple)) else base).ndim)
-    out = np.empty((len(states), len(pts)))
-    for s, (state, k, b) in enumerate(zip(states, kernels, bases, strict=True)):
+    phi, pts, per, out = _setup(states, kernel, base, x, link_name)
+    for s, (state, k, b) in per:
         nugget = float(jitter) * k.sd**2
         cont = sample_prior(k, b, 1, rng, link_name=link_name, mean=mean, jitter=jitter,
                             max_proposals=max_proposals, given=(state.points, state.g))
