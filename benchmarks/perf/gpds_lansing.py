@@ -13,6 +13,8 @@ Usage::
 
     python benchmarks/perf/gpds_lansing.py              # 4 chains × 800 draws (~12 min, 2 cores)
     python benchmarks/perf/gpds_lansing.py --quick --out /tmp/l   # a smoke run (the tests)
+    python benchmarks/perf/gpds_lansing.py --draws 3000 --tune 300 --store /tmp/lansing.zarr
+                                      # a long run; rerun the same line to resume after a kill
 """
 
 from __future__ import annotations
@@ -60,15 +62,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="16² cells, 2 chains × 20 draws")
     ap.add_argument("--out", type=Path, default=None, help="results directory")
+    ap.add_argument("--draws", type=int, default=DRAWS, help="draws per chain")
+    ap.add_argument("--tune", type=int, default=TUNE, help="tuning sweeps per chain")
+    ap.add_argument("--chains", type=int, default=CHAINS, help="number of chains")
+    ap.add_argument("--store", type=Path, default=None,
+                    help="keep the zarr store here; an existing one is resumed")
     args = ap.parse_args(argv)
     out = args.out or RESULTS
     out.mkdir(parents=True, exist_ok=True)
-    cells, chains, draws, tune = (16, 2, 20, 5) if args.quick else (CELLS, CHAINS, DRAWS, TUNE)
+    cells, chains, draws, tune = ((16, 2, 20, 5) if args.quick
+                                  else (CELLS, args.chains, args.draws, args.tune))
     m = model(cells)
     with tempfile.TemporaryDirectory() as tmp:
+        store = args.store or Path(tmp) / "lansing.zarr"
+        resumed = store.exists()
         t0 = time.perf_counter()
         tree = sample(m, draws=draws, tune=tune, chains=chains, random_seed=SEED,
-                      store=Path(tmp) / "lansing.zarr", progressbar=False)
+                      store=store, resume=resumed, progressbar=False)
         secs = time.perf_counter() - t0
         post = tree["posterior"].to_dataset()[list(VARS)]
         table = az.summary(post, kind="diagnostics", round_to="none")
@@ -79,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "r_hat": float(table.loc[v, "r_hat"]), "ess_bulk": float(table.loc[v, "ess_bulk"]),
                 "ess_tail": float(table.loc[v, "ess_tail"])} for v in VARS}
     res = {"cells": cells, "chains": chains, "draws": draws, "tune": tune, "seconds": secs,
+           "resumed": resumed,  # then seconds and sweeps_per_s cover this invocation only
            "sweeps_per_s": chains * (draws + tune) / secs, "n_points": len(m.data),
            "interpolation_bound": m.interpolation_bound(), "rows": rows,
            "machine_load": os.getloadavg()[0]}
