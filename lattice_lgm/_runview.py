@@ -88,7 +88,9 @@ class RunView(Protocol):
         """One draw of every chain of ``state``.
 
         ``scalars`` (name -> (chains,)), ``beta`` (chains, p) or None, ``f`` (chains, *shape)
-        float32, ``summary`` (name -> (chains, *shape)).
+        float32, ``summary`` (name -> (chains, *shape)); optionally ``fields`` (name ->
+        (chains, *shape), any dtype): further per-draw lattice arrays, stored beside ``f``
+        with its thinning (``thin_fields``) and dims.
         """
 
     def data_groups(self) -> dict[str, dict[str, tuple[tuple[str, ...], np.ndarray]]]:

@@ -89,10 +89,13 @@ class _RunViewMixin:
     """What :func:`lattice_lgm.runs.sample`, the store, ``resume`` and the CLI need (RunView).
 
     Per draw: θ, ``M`` (``n_rejections``) and ``Z[g]`` (``normaliser``) as scalars, ``g`` on
-    the lattice as the field; running means of the density per cell (``density``) and of the
-    rejections per cell (``rejections``).  The rejection counts themselves live in the chain
-    state (checkpointed, so a resume is exact); they are redrawn exactly from ``g`` at every
-    sweep, so a draw's ``g`` determines its history's distribution.
+    the lattice as the field, and the latent history — the variable-size rejection set — as
+    its counts per cell (``rejection_counts``, int32, the field's dims and thinning): on the
+    lattice ``g`` is constant per cell, so a rejection's cell is all the posterior says of
+    it (its place in the cell follows ``π`` there; :meth:`LatticeGPDS.history_points`
+    places them).  Running means of the density per cell (``density``) and of the
+    rejections per cell (``rejections``) are summaries.  The counts also live in the chain
+    state (checkpointed, so a resume is exact).
     """
 
     summary_names = ("density", "rejections")
@@ -128,8 +131,13 @@ class _RunViewMixin:
         scalars["n_rejections"] = rej.reshape(n, -1).sum(axis=1)
         scalars["normaliser"] = np.array([self.normaliser(e) for e in etas])
         dens = np.stack([self.cell_density(e) for e in etas]).reshape(n, *self.shape)
+        counts = np.asarray(state.extras[REJECTIONS]).reshape(n, *self.shape)
+        if counts.size and int(counts.max()) > np.iinfo(np.int32).max:
+            raise OverflowError(f"a cell holds {int(counts.max())} rejections, more than the "
+                                "store's int32 rejection_counts can hold.")
         return {"scalars": scalars, "beta": None,
                 "f": etas.reshape(n, *self.shape).astype(np.float32),
+                "fields": {"rejection_counts": counts.astype(np.int32)},
                 "summary": {"density": dens, "rejections": rej}}
 
     def data_groups(self) -> dict[str, dict[str, tuple[tuple[str, ...], np.ndarray]]]:
@@ -446,6 +454,37 @@ class LatticeGPDS(_RunViewMixin):
         p = self.masses.reshape(-1) * link(self.link)(eta)
         cell = rng.choice(len(p), size=positive_int("n", n, "points wanted, e.g. 100"),
                           p=p / p.sum())
+        return self._place(cell, rng)
+
+    def history_points(self, counts: Any, rng: np.random.Generator) -> np.ndarray:
+        """The rejections' locations of one latent history given its counts per cell.
+
+        On the lattice ``g`` is constant per cell, so given its cell a rejection's position
+        follows ``π`` restricted to the cell (Algorithm 1's proposal, rejected with the
+        cell's probability ``1 − Φ(g_c)`` whatever the position): a draw of the continuous
+        history the counts summarise.
+
+        Parameters
+        ----------
+        counts : array_like of int, shape (n_cells,) or the lattice's shape
+            Rejections per cell (a draw of the store's ``rejection_counts``).
+        rng : numpy.random.Generator
+
+        Returns
+        -------
+        ndarray, shape (counts.sum(), d)
+            Ordered by cell.
+        """
+        c = np.asarray(counts)
+        if c.size != self.masses.size or not np.issubdtype(c.dtype, np.integer) \
+                or (c.size and c.min() < 0):
+            raise InvalidParameterError(
+                f"counts (shape {c.shape}, dtype {c.dtype}) must be non-negative integers, "
+                f"one per cell ({self.lattice.shape}), e.g. a draw of rejection_counts.")
+        return self._place(np.repeat(np.arange(c.size), c.reshape(-1)), rng)
+
+    def _place(self, cell: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """A position from ``π`` restricted to each of the flat cells ``cell``, (len, d)."""
         n_cells = np.asarray(self.lattice.shape[::-1])
         idx = np.column_stack(np.unravel_index(cell, self.lattice.shape)[::-1])
         width = (self._hi - self._lo) / n_cells

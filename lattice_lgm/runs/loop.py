@@ -113,14 +113,20 @@ class _Runner:
         return rec
 
     def _stats_held(self, group: str) -> frozenset[str]:
-        """The sample stats ``group`` holds, listed once per run.
+        """The arrays ``group`` holds, listed once per run.
 
-        A store written by an older version lacks the sweep's own.
+        A store written by an older version lacks the sweep's own sample stats and a view's
+        newer per-draw lattice arrays (``record()["fields"]``).
         """
         held = self._held.get(group)
         if held is None:
             held = self._held[group] = self.sink.names(group)
         return held
+
+    def _lattice_held(self, group: str) -> list[str]:
+        """``f`` and those of the view's per-draw lattice arrays that ``group`` holds."""
+        held = self._stats_held(group)
+        return [n for n in self._lattice_names if n == "f" or n in held]
 
     # -- buffers ---------------------------------------------------------------------------------
     def _flush(self, phase: str, buf: list[dict], start: int) -> None:
@@ -141,13 +147,15 @@ class _Runner:
                 self.sink.write(stats, name, ch, sl,
                                 np.stack([r["stats"][name] for r in buf], 1))
         if plan.thin_fields == 1:
-            self.sink.write(post, "f", ch, sl, np.stack([r["f"] for r in buf], 1))
+            for name in self._lattice_held(post):
+                self.sink.write(post, name, ch, sl, np.stack([_lat(r, name) for r in buf], 1))
         elif plan.thin_fields > 1:
             keep = [(i, r) for i, r in enumerate(buf, start) if i % plan.thin_fields == 0]
             if keep:
                 j0 = keep[0][0] // plan.thin_fields
-                self.sink.write(fields, "f", ch, slice(j0, j0 + len(keep)),
-                                np.stack([r["f"] for _, r in keep], 1))
+                for name in self._lattice_held(fields):
+                    self.sink.write(fields, name, ch, slice(j0, j0 + len(keep)),
+                                    np.stack([_lat(r, name) for _, r in keep], 1))
 
     def _refill(self, phase: str, start: int, stop: int) -> list[dict]:
         """Read back committed draws ``[start, stop)`` of a partly written block (resume)."""
@@ -159,9 +167,11 @@ class _Runner:
         beta = self.sink.read(post, "beta", ch, sl) if self.view.coef_names else None
         have = self._stats_held(stats)
         st = {n: self.sink.read(stats, n, ch, sl) for n, _ in plan.stats if n in have}
-        f = None
+        lat_names = ([] if plan.thin_fields == 0
+                     else self._lattice_held(post if plan.thin_fields == 1 else fields))
+        lat = {}
         if plan.thin_fields == 1:
-            f = self.sink.read(post, "f", ch, sl)
+            lat = {n: self.sink.read(post, n, ch, sl) for n in lat_names}
         out = []
         for k in range(stop - start):
             i = start + k
@@ -169,12 +179,15 @@ class _Runner:
                    "beta": None if beta is None else beta[:, k],
                    "stats": {n: st[n][:, k] for n in st}}
             if plan.thin_fields == 1:
-                rec["f"] = f[:, k]
+                got = {n: lat[n][:, k] for n in lat_names}
             elif plan.thin_fields > 1 and i % plan.thin_fields == 0:
                 j = i // plan.thin_fields
-                rec["f"] = self.sink.read(fields, "f", ch, slice(j, j + 1))[:, 0]
+                got = {n: self.sink.read(fields, n, ch, slice(j, j + 1))[:, 0]
+                       for n in lat_names}
             else:
-                rec["f"] = None
+                got = dict.fromkeys(lat_names)
+            rec["f"] = got.pop("f", None)
+            rec["fields"] = got
             out.append(rec)
         return out
 
@@ -239,6 +252,8 @@ class _Runner:
         phase0, i0, sweeps = position or ("warmup", 0, 0)
         first = self.view.record(state)  # names and shapes (no randomness used)
         self._scalar_names = list(first["scalars"])
+        #: ``f`` and the view's other per-draw lattice arrays (RunView ``record()["fields"]``)
+        self._lattice_names = ["f", *first.get("fields", {})]
         ce = plan.checkpoint_every
         handler = self._install_sigint()
         try:
@@ -301,3 +316,6 @@ class _Runner:
             signal.signal(signal.SIGINT, handler)
 
 
+def _lat(rec: Mapping[str, Any], name: str) -> np.ndarray:
+    """``rec``'s lattice array ``name``: the field ``f`` or one of ``rec["fields"]``."""
+    return rec["f"] if name == "f" else rec["fields"][name]

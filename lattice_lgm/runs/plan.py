@@ -153,15 +153,22 @@ class _Plan:
                 specs.append(VarSpec(post, "beta", ("chain", "draw", "covariate"),
                                      (self.chains, n, len(v.coef_names)), "f8", ce))
                 coords[post]["covariate"] = np.asarray(v.coef_names, dtype=str)
+            # the field and the view's other per-draw lattice arrays (``record()["fields"]``,
+            # e.g. the GPDS's rejection counts), kept or thinned alike
+            lattice_vars = [("f", "f4", {"long_name": "latent field on the lattice"})]
+            lattice_vars += [(name, str(np.asarray(a).dtype), {})
+                             for name, a in sample_record.get("fields", {}).items()]
             if self.thin_fields == 1:
-                specs.append(VarSpec(post, "f", ("chain", "draw", *dims),
-                                     (self.chains, n, *shape), "f4", ce,
-                                     attrs={"long_name": "latent field on the lattice"}))
+                for name, dt, at in lattice_vars:
+                    specs.append(VarSpec(post, name, ("chain", "draw", *dims),
+                                         (self.chains, n, *shape), dt, ce, attrs=at))
                 coords[post].update(lat_coords)
             elif self.thin_fields > 1:
                 nf = self.field_draws(n)
-                specs.append(VarSpec(fields, "f", ("chain", "draw", *dims),
-                                     (self.chains, nf, *shape), "f4", ce // self.thin_fields))
+                for name, dt, at in lattice_vars:
+                    specs.append(VarSpec(fields, name, ("chain", "draw", *dims),
+                                         (self.chains, nf, *shape), dt,
+                                         ce // self.thin_fields, attrs=at))
                 coords[fields] = {"chain": chains,
                                   "draw": np.arange(0, n, self.thin_fields), **lat_coords}
             for name, dt in self.stats:

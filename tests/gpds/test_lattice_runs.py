@@ -11,6 +11,7 @@ import pytest
 
 from lattice_lgm._runview import RunView, view_of
 from lattice_lgm.covariance import SquaredExponential
+from lattice_lgm.errors import InvalidParameterError
 from lattice_lgm.gpds import UniformBase
 from lattice_lgm.gpds.lattice import LatticeGPDS
 from lattice_lgm.hyperpriors import LogNormal
@@ -25,6 +26,26 @@ RUN = dict(draws=6, tune=2, chains=2, random_seed=3, checkpoint_every=2, n_laten
 def _points(n=60, seed=0):
     rng = np.random.default_rng(seed)
     return np.clip(0.5 + 0.15 * rng.standard_normal((n, 2)), 0.01, 0.99)
+
+
+def _stop_at_draw(model, path, run, monkeypatch, n):
+    """Run ``run`` into ``path`` and stop it as Ctrl-C does (the SIGINT handler's flag) at
+    posterior draw ``n``: a checkpoint there, between chunk boundaries, then the interrupt.
+    (Warm-up draws are discarded, so only posterior draws are recorded.)"""
+    from lattice_lgm.runs.loop import _Runner
+
+    orig, calls = _Runner.record, {"n": 0}
+
+    def stopping(self, *a, **k):
+        calls["n"] += 1
+        if calls["n"] == n:
+            self.stop = True
+        return orig(self, *a, **k)
+
+    monkeypatch.setattr(_Runner, "record", stopping)
+    with pytest.raises(KeyboardInterrupt):
+        sample(model, store=path, **run)
+    monkeypatch.setattr(_Runner, "record", orig)
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +73,72 @@ def test_it_samples_into_a_store(model, tmp_path):
     assert int(obs["counts"].values.sum()) == len(model.data)
     again = open_store(tmp_path / "g.zarr")
     np.testing.assert_array_equal(again["posterior"]["range"].values, post["range"].values)
+
+
+def test_each_draws_rejection_set_is_stored(model, tmp_path):
+    """The latent history of every draw: counts per cell, summing to that draw's M."""
+    post = sample(model, store=tmp_path / "g.zarr", **RUN)["posterior"]
+    counts = post["rejection_counts"]
+    assert counts.dims == ("chain", "draw", "y", "x") and counts.dtype == np.int32
+    np.testing.assert_array_equal(counts.sum(("y", "x")).values, post["n_rejections"].values)
+    assert len(np.unique(counts.values.reshape(12, -1), axis=0)) > 1  # drawn afresh per draw
+    # with thinned fields the counts are thinned with g
+    thin = sample(model, store=tmp_path / "t.zarr", thin_fields=2,
+                  **RUN)["posterior_fields"]
+    assert thin["rejection_counts"].shape == thin["f"].shape == (2, 3, 12, 12)
+    np.testing.assert_array_equal(
+        thin["rejection_counts"].sum(("y", "x")).values,
+        post["n_rejections"].values[:, ::2])
+
+
+def test_a_run_stopped_between_checkpoints_resumes_byte_for_byte(model, tmp_path, monkeypatch):
+    """A stop between checkpoint boundaries (as Ctrl-C does) leaves a part-written chunk; the
+    resume reads its draws back — the field and the rejection counts, thinned — and ends with
+    the uninterrupted run's bytes."""
+    run = dict(RUN, draws=8, checkpoint_every=4, thin_fields=2)
+    ref = tmp_path / "ref.zarr"
+    sample(model, store=ref, **run)
+    p = tmp_path / "cut.zarr"
+    _stop_at_draw(model, p, run, monkeypatch, 3)
+    assert open_store(p)["posterior"].sizes["draw"] == 3
+    sample(model, store=p, resume=True, **run)
+    _assert_same_store(ref, p)
+
+
+@pytest.mark.parametrize("thin_fields", [1, 2])
+def test_a_store_without_the_rejection_counts_is_written_without_them(model, tmp_path,
+                                                                     monkeypatch, thin_fields):
+    """A store laid out before the counts were stored (a resume of an older run) lacks their
+    array: the loop writes, and on a resume inside a chunk reads back, what the store holds."""
+    from lattice_lgm.runs import plan as plan_mod
+
+    specs = plan_mod._Plan.specs
+
+    def older(self, record):
+        s, c = specs(self, record)
+        return [v for v in s if v.name != "rejection_counts"], c
+
+    monkeypatch.setattr(plan_mod._Plan, "specs", older)
+    run = dict(RUN, draws=8, checkpoint_every=4, thin_fields=thin_fields)
+    ref = sample(model, store=tmp_path / "ref.zarr", **run)
+    group = "posterior" if thin_fields == 1 else "posterior_fields"
+    assert "rejection_counts" not in ref[group].data_vars and "f" in ref[group].data_vars
+    _stop_at_draw(model, tmp_path / "cut.zarr", run, monkeypatch, 3)
+    sample(model, store=tmp_path / "cut.zarr", resume=True, **run)
+    _assert_same_store(tmp_path / "ref.zarr", tmp_path / "cut.zarr")
+
+
+def test_history_points_lie_in_their_cells(model):
+    rng = np.random.default_rng(0)
+    counts = rng.poisson(0.5, model.lattice.shape)
+    pts = model.history_points(counts, rng)
+    assert pts.shape == (counts.sum(), 2)
+    np.testing.assert_array_equal(model.cell_of(pts),
+                                  np.repeat(np.arange(counts.size), counts.reshape(-1)))
+    with pytest.raises(InvalidParameterError, match="counts"):
+        model.history_points(np.ones(5, int), rng)
+    with pytest.raises(InvalidParameterError, match="non-negative integers"):
+        model.history_points(-np.ones(model.lattice.shape, int), rng)
 
 
 def test_an_interrupted_run_resumes_byte_for_byte(model, tmp_path, monkeypatch):
