@@ -15,6 +15,8 @@ Usage::
     python benchmarks/perf/gpds_lansing.py --quick --out /tmp/l   # a smoke run (the tests)
     python benchmarks/perf/gpds_lansing.py --draws 3000 --tune 300 --store /tmp/lansing.zarr
                                       # a long run; rerun the same line to resume after a kill
+    python benchmarks/perf/gpds_lansing.py --draws 3000 --tune 300 --store /tmp/lansing.zarr \
+        --extend 1000                 # 1000 more draws per chain on the finished run
 """
 
 from __future__ import annotations
@@ -65,6 +67,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--draws", type=int, default=DRAWS, help="draws per chain")
     ap.add_argument("--tune", type=int, default=TUNE, help="tuning sweeps per chain")
     ap.add_argument("--chains", type=int, default=CHAINS, help="number of chains")
+    ap.add_argument("--representation", default="auto",
+                    help="the sweep's θ move: auto (the default, prior-white) or hmc (joint "
+                         "HMC of θ and the field); results go to gpds_lansing_<it>.json "
+                         "unless auto")
+    ap.add_argument("--extend", type=int, default=None,
+                    help="add this many draws per chain to the finished run in --store "
+                         "(its --draws, --tune, --chains as first run)")
     ap.add_argument("--store", type=Path, default=None,
                     help="keep the zarr store here; an existing one is resumed")
     args = ap.parse_args(argv)
@@ -73,27 +82,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     cells, chains, draws, tune = ((16, 2, 20, 5) if args.quick
                                   else (CELLS, args.chains, args.draws, args.tune))
     m = model(cells)
+    tag = "" if args.representation == "auto" else f"_{args.representation}"
     with tempfile.TemporaryDirectory() as tmp:
         store = args.store or Path(tmp) / "lansing.zarr"
         resumed = store.exists()
         t0 = time.perf_counter()
+        more = {"extend": args.extend} if args.extend else {"resume": resumed}
         tree = sample(m, draws=draws, tune=tune, chains=chains, random_seed=SEED,
-                      store=store, resume=resumed, progressbar=False)
+                      store=store, progressbar=False, representation=args.representation,
+                      **more)
+        draws += args.extend or 0
         secs = time.perf_counter() - t0
         post = tree["posterior"].to_dataset()[list(VARS)]
         table = az.summary(post, kind="diagnostics", round_to="none")
         stats = az.summary(post, kind="stats", round_to="none")
         density_map(tree, out / ("gpds_lansing_quick.png" if args.quick
-                                 else "gpds_lansing.png"))
+                                 else f"gpds_lansing{tag}.png"))
     rows = {v: {"mean": float(stats.loc[v, "mean"]), "sd": float(stats.loc[v, "sd"]),
                 "r_hat": float(table.loc[v, "r_hat"]), "ess_bulk": float(table.loc[v, "ess_bulk"]),
                 "ess_tail": float(table.loc[v, "ess_tail"])} for v in VARS}
-    res = {"cells": cells, "chains": chains, "draws": draws, "tune": tune, "seconds": secs,
-           "resumed": resumed,  # then seconds and sweeps_per_s cover this invocation only
-           "sweeps_per_s": chains * (draws + tune) / secs, "n_points": len(m.data),
+    res = {"representation": args.representation, "cells": cells, "chains": chains,
+           "draws": draws, "tune": tune, "seconds": secs,
+           # resumed or extended: seconds and sweeps_per_s cover this invocation only
+           "resumed": resumed, "extended_by": args.extend,
+           "sweeps_per_s": chains * ((args.extend or draws + tune) if resumed else
+                                     draws + tune) / secs, "n_points": len(m.data),
            "interpolation_bound": m.interpolation_bound(), "rows": rows,
            "machine_load": os.getloadavg()[0]}
-    name = "gpds_lansing_quick.json" if args.quick else "gpds_lansing.json"
+    name = f"gpds_lansing{tag}_quick.json" if args.quick else f"gpds_lansing{tag}.json"
     (out / name).write_text(json.dumps(res, indent=1))
     for v, r in rows.items():
         print(f"{v:13s} mean {r['mean']:.4g} sd {r['sd']:.3g}  R-hat {r['r_hat']:.3f}  "

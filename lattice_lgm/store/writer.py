@@ -162,6 +162,12 @@ class RunStore:
 
         with _quiet():
             for spec in specs:
+                held = self.root[spec.group].array_keys() if spec.group in self.root else ()
+                if spec.name not in held:
+                    # a store written by an older version lacks the arrays added since (a
+                    # sweep's own stats, a view's newer per-draw arrays): the run writes only
+                    # what the store holds, so the extension keeps without them too
+                    continue
                 arr = self.root[spec.group][spec.name]
                 if tuple(arr.shape) != tuple(spec.shape):
                     arr.resize(tuple(spec.shape))

@@ -126,6 +126,12 @@ def test_a_store_without_the_rejection_counts_is_written_without_them(model, tmp
     _stop_at_draw(model, tmp_path / "cut.zarr", run, monkeypatch, 3)
     sample(model, store=tmp_path / "cut.zarr", resume=True, **run)
     _assert_same_store(tmp_path / "ref.zarr", tmp_path / "cut.zarr")
+    # and this version extends it, still without them
+    monkeypatch.setattr(plan_mod._Plan, "specs", specs)
+    longer = sample(model, store=tmp_path / "cut.zarr", extend=2, **run)
+    assert longer["posterior"].sizes["draw"] == 10
+    assert "rejection_counts" not in longer[group].data_vars
+    assert not np.isnan(longer["posterior"]["range"].values).any()
 
 
 def test_history_points_lie_in_their_cells(model):
