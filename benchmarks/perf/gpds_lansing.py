@@ -114,7 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for v, r in rows.items():
         print(f"{v:13s} mean {r['mean']:.4g} sd {r['sd']:.3g}  R-hat {r['r_hat']:.3f}  "
               f"ESS bulk {r['ess_bulk']:.0f} tail {r['ess_tail']:.0f}")
-    print(f"{chains} chains × {draws + tune} sweeps in {secs:.0f} s")
+    done = f"{args.extend} more draws each" if args.extend else f"{draws + tune} sweeps"
+    print(f"{chains} chains × {done} in {secs:.0f} s (this invocation)")
     return 0
 
 
