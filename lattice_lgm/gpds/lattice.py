@@ -446,6 +446,20 @@ class LatticeGPDS(_RunViewMixin):
         p = self.masses.reshape(-1) * link(self.link)(eta)
         cell = rng.choice(len(p), size=positive_int("n", n, "points wanted, e.g. 100"),
                           p=p / p.sum())
+        return self.positions_in(cell, rng)
+
+    def positions_in(self, cells: Any, rng: np.random.Generator) -> np.ndarray:
+        """One point per entry of ``cells`` (flat indices) from ``π`` within the cell.
+
+        Per axis: uniform between the cell's edges, or a normal's inverse CDF between them —
+        where a proposal of Algorithm 1 falls given its cell (its acceptance depends on the
+        cell alone), data and rejections alike (:mod:`.warm`).
+
+        Returns
+        -------
+        ndarray, shape (len(cells), d)
+        """
+        cell = np.asarray(cells, dtype=np.int64).reshape(-1)
         n_cells = np.asarray(self.lattice.shape[::-1])
         idx = np.column_stack(np.unravel_index(cell, self.lattice.shape)[::-1])
         width = (self._hi - self._lo) / n_cells
