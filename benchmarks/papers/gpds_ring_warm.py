@@ -47,7 +47,7 @@ from lattice_lgm.gpds import LatentHistory  # noqa: E402
 from lattice_lgm.gpds.history import sweep  # noqa: E402
 from lattice_lgm.gpds.lattice import REJECTIONS, LatticeGPDS, LatticeSweep  # noqa: E402
 from lattice_lgm.gpds.lattice import predictive_density as lattice_predictive  # noqa: E402
-from lattice_lgm.gpds.predict import count_estimate  # noqa: E402
+from lattice_lgm.gpds.predict import batch_means_se, count_estimate  # noqa: E402
 from lattice_lgm.gpds.prior import JITTER  # noqa: E402
 from lattice_lgm.gpds.warm import lattice_history  # noqa: E402
 
@@ -132,6 +132,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="θ held at (sd, range) in both chains: the lattice's for "
                     "--lattice-sweeps (its M and test log p reported), then the dense one "
                     "started from its last state")
+    ap.add_argument("--fixed-cells", type=int, nargs="+", default=None,
+                    help="with --fixed: only the lattice, at each of these cells per axis "
+                    "(600 sweeps at 256 or more, else --lattice-sweeps); E[M | θ] and test "
+                    "log p per lattice")
     ap.add_argument("--lattice-chains", type=int, default=0,
                     help="instead: this many independent lattice chains from the priors' "
                     "medians (--lattice-sweeps each, the first quarter discarded), under both "
@@ -172,6 +176,23 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{[round(float(np.mean(v)), 2) for v in np.array_split(res['sd'], 5)]}")
         return 0
     rng = np.random.default_rng([G.RING_SEED, args.seed, 4])
+    if args.fixed is not None and args.fixed_cells:
+        theta, out = {"sd": args.fixed[0], "range": args.fixed[1]}, {}
+        for cells in args.fixed_cells:
+            n = 600 if cells >= 256 else args.lattice_sweeps
+            model, states = lattice_chain(args.seed, cells, n, (7, cells), theta=theta,
+                                          fixed=True)
+            kept = states[len(states) // 4:]
+            M = np.array([s.extras[REJECTIONS].sum() for s in kept], dtype=float)
+            est = lattice_predictive(model, kept, G.ring(args.seed)[1])
+            out[str(cells)] = {"M": float(M.mean()),
+                               "M_se": float(batch_means_se(M[:, None])[0]),
+                               "M_sd": float(M.std()), "logp": est.mean_log_density,
+                               "logp_se": float(np.sqrt(np.sum(est.log_se**2))
+                                                / len(est.log_se))}
+            print(cells, out[str(cells)], flush=True)
+            args.out.write_text(json.dumps(out))
+        return 0
     if args.fixed is not None:
         theta = {"sd": args.fixed[0], "range": args.fixed[1]}
         model, states = lattice_chain(args.seed, args.cells, args.lattice_sweeps, 5,
