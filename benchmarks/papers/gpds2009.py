@@ -41,6 +41,7 @@ from lattice_lgm.gpds import GaussianBase, UniformBase, conditional_mean, sample
 from lattice_lgm.gpds.lattice import REJECTIONS, LatticeGPDS, LatticeSweep
 from lattice_lgm.gpds.lattice import predictive_density as lattice_predictive
 from lattice_lgm.gpds.predict import count_estimate, run_chain
+from lattice_lgm.gpds.warm import lattice_history
 from lattice_lgm.hyperpriors import LogNormal
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -62,6 +63,12 @@ DENSE_SWEEPS, DENSE_BURN, DENSE_THIN = 500, 150, 2
 DENSE_COUNT_MOVES, DENSE_SEEDS = 10, {"ring": 1, "pines": 2}
 #: the lattice's cells per axis halved in width, on the first seed (the lattice's own error)
 LATTICE_FINE = 128
+#: the dense sampler warm-started from a lattice state (``gpds.warm``): the lattice's sweeps
+#: before the start (LATTICE_FINE cells, its default scale augmentation), then the dense
+#: sweeps kept, burn-in and thinning; on the first DENSE_WARM_SEEDS splits.  From the cold
+#: start the dense chain had not left sd ≈ 4.5, M ≈ 210 after 650 sweeps on ring seed 0, where
+#: the posterior is at sd ≈ 11, M ≈ 330 (README, GPDS section): M moves a few at a time
+DENSE_WARM_LATTICE, DENSE_WARM, DENSE_WARM_SEEDS = 300, (4000, 100, 2), {"ring": 3, "pines": 0}
 #: the lattice sampler's run and cells per axis
 LATTICE_SWEEPS, LATTICE_BURN, LATTICE_CELLS = 1000, 200, 64
 #: the real data set (the macaque skulls are not public): Japanese black pines, a random
@@ -175,20 +182,40 @@ def _setting(name: str, train: np.ndarray) -> tuple:
 DATASETS = {"ring": ring, "pines": pines}
 
 
-def ring_dense(seed: int, n_sweeps: int, burn: int, thin: int, name: str = "ring") -> dict:
-    """The paper's sampler on one data set; test log probabilities by the count estimator."""
+def ring_dense(seed: int, n_sweeps: int, burn: int, thin: int, name: str = "ring",
+               warm: tuple[int, int] | None = None) -> dict:
+    """The paper's sampler on one data set; test log probabilities by the count estimator.
+
+    ``warm``: (lattice sweeps, cells per axis): start the dense chain from the lattice
+    sampler's state after that many sweeps (:func:`lattice_lgm.gpds.warm.lattice_history`;
+    the same target, another start) in place of the paper's (no rejections, θ at the
+    priors' medians).
+    """
     train, test = DATASETS[name](seed)
     base, hyper, kernel = _setting(name, train)
-    rng = np.random.default_rng([RING_SEED, seed, 1])
+    rng = np.random.default_rng([RING_SEED, seed, 1] if warm is None else
+                                [RING_SEED, seed, 3])
     t0 = time.perf_counter()
+    init = None
+    if warm is not None:
+        model = LatticeGPDS(train, base, cells=warm[1], kernel=kernel, hyperpriors=hyper)
+        sweep, st = LatticeSweep(model), model.init_state([rng])
+        for _ in range(warm[0]):
+            st, _ = sweep.step(st, [rng])
+        init, kernel = lattice_history(model, st, rng)
+    start = {"start_rejections": 0 if init is None else init.n_rejections,
+             "start_sd": float(kernel.sd), "start_range": float(np.atleast_1d(kernel.range)[0])}
     states, kernels, _ = run_chain(train, rng, kernel, base, n_sweeps, burn=burn,
-                                   thin=thin, hyperpriors=hyper, n_count=DENSE_COUNT_MOVES)
+                                   thin=thin, hyperpriors=hyper, n_count=DENSE_COUNT_MOVES,
+                                   init=init)
     secs = time.perf_counter() - t0
     est = count_estimate(states, rng, kernels, base, test, n_batches=min(20, len(states)))
     return {"seed": seed, "mean_test_logp": est.mean_log_density,
             "log_se": float(np.sqrt(np.sum(est.log_se**2)) / len(test)),
             "seconds": secs, "n_sweeps": n_sweeps, "burn": burn, "thin": thin,
+            "warm": warm, **start,
             "mean_rejections": float(np.mean([s.n_rejections for s in states])),
+            "rejections": [s.n_rejections for s in states],
             "range": [float(np.atleast_1d(k.range)[0]) for k in kernels],
             "sd": [float(k.sd) for k in kernels]}
 
@@ -256,10 +283,13 @@ def parzen_split(seed: int, name: str) -> dict:
 def ring_methods(n_seeds: int, out: Path, quick: bool, name: str = "ring") -> dict:
     """Every method on ``n_seeds`` splits of data set ``name`` (each cached under ``out/name``).
 
-    Per split: the GPDS by the paper's sampler (``dense``) and by the lattice sampler
-    (``lattice``), the Dirichlet-process mixture (``dpgmm``) and Parzen windows (``parzen``).
+    Per split: the GPDS by the paper's sampler (``dense``, from the paper's start; ``dense,
+    warm``, from a lattice state) and by the lattice sampler (``lattice``), the
+    Dirichlet-process mixture (``dpgmm``) and Parzen windows (``parzen``).
     """
     dense_cfg = (60, 20, 2) if quick else (DENSE_SWEEPS, DENSE_BURN, DENSE_THIN)
+    warm_cfg = (60, 20, 2, name, (20, 32)) if quick else (
+        *DENSE_WARM, name, (DENSE_WARM_LATTICE, LATTICE_FINE))
     lat_cfg = (60, 20, 32) if quick else (LATTICE_SWEEPS, LATTICE_BURN, LATTICE_CELLS)
     res: dict = {"dense": [], "lattice": [], "dpgmm": [], "parzen": []}
     d = out / name
@@ -267,6 +297,9 @@ def ring_methods(n_seeds: int, out: Path, quick: bool, name: str = "ring") -> di
         if k < (1 if quick else DENSE_SEEDS[name]):
             res["dense"].append(_cached(d / f"dense_{k}.json", ring_dense, k, *dense_cfg,
                                         name))
+        if k < min(1 if quick else n_seeds, DENSE_WARM_SEEDS[name]):
+            res.setdefault("dense, warm", []).append(_cached(
+                d / f"dense_warm_{k}.json", ring_dense, k, *warm_cfg))
         res["lattice"].append(_cached(d / f"lattice_{k}.json", ring_lattice, k, *lat_cfg,
                                       name))
         res["dpgmm"].append(_cached(d / f"dpgmm_{k}.json", ring_dpgmm, k, name))

@@ -450,7 +450,7 @@ class LatticeGPDS(_RunViewMixin):
         p = self.masses.reshape(-1) * link(self.link)(eta)
         cell = rng.choice(len(p), size=positive_int("n", n, "points wanted, e.g. 100"),
                           p=p / p.sum())
-        return self._place(cell, rng)
+        return self.positions_in(cell, rng)
 
     def history_points(self, counts: Any, rng: np.random.Generator) -> np.ndarray:
         """The rejections' locations of one latent history given its counts per cell.
@@ -477,10 +477,20 @@ class LatticeGPDS(_RunViewMixin):
             raise InvalidParameterError(
                 f"counts (shape {c.shape}, dtype {c.dtype}) must be non-negative integers, "
                 f"one per cell ({self.lattice.shape}), e.g. a draw of rejection_counts.")
-        return self._place(np.repeat(np.arange(c.size), c.reshape(-1)), rng)
+        return self.positions_in(np.repeat(np.arange(c.size), c.reshape(-1)), rng)
 
-    def _place(self, cell: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """A position from ``π`` restricted to each of the flat cells ``cell``, (len, d)."""
+    def positions_in(self, cells: Any, rng: np.random.Generator) -> np.ndarray:
+        """One point per entry of ``cells`` (flat indices) from ``π`` within the cell.
+
+        Per axis: uniform between the cell's edges, or a normal's inverse CDF between them —
+        where a proposal of Algorithm 1 falls given its cell (its acceptance depends on the
+        cell alone), data and rejections alike (:mod:`.warm`).
+
+        Returns
+        -------
+        ndarray, shape (len(cells), d)
+        """
+        cell = np.asarray(cells, dtype=np.int64).reshape(-1)
         n_cells = np.asarray(self.lattice.shape[::-1])
         idx = np.column_stack(np.unravel_index(cell, self.lattice.shape)[::-1])
         width = (self._hi - self._lo) / n_cells

@@ -289,11 +289,13 @@ def chib_jeliazkov(numerator: np.ndarray, denominators: np.ndarray, *,
 
 def run_chain(data: Any, rng: np.random.Generator, kernel: Covariance, base: Any,
               n_sweeps: int, *, burn: int = 0, mean: float = 0.0, jitter: float = JITTER,
-              thin: int = 1, **sweep_kwargs: Any) -> tuple[list[LatentHistory],
-                                                            list[Covariance], list[Any]]:
+              thin: int = 1, init: LatentHistory | None = None,
+              **sweep_kwargs: Any) -> tuple[list[LatentHistory], list[Covariance], list[Any]]:
     """A chain of the dense latent-history sampler on ``data``.
 
-    Starts with no rejections and ``g`` at the data drawn from the GP prior; runs
+    Starts with no rejections and ``g`` at the data drawn from the GP prior (the paper's
+    start), or at ``init`` with θ ``kernel`` (e.g. :func:`~lattice_lgm.gpds.warm.lattice_history`
+    of a lattice state: the start does not change the target); runs
     ``burn + n_sweeps`` sweeps (:func:`~lattice_lgm.gpds.history.sweep`; θ moves when
     ``hyperpriors`` is among ``sweep_kwargs``, φ when ``base_hyperpriors`` is) and keeps
     every ``thin``-th of the last ``n_sweeps`` states with its θ and base measure.
@@ -306,6 +308,8 @@ def run_chain(data: Any, rng: np.random.Generator, kernel: Covariance, base: Any
     kernel : Covariance
     base : base measure
     n_sweeps, burn, thin : int
+    init : LatentHistory, optional
+        The first state; its data must be ``data``.
     **sweep_kwargs
         Passed to :func:`~lattice_lgm.gpds.history.sweep` (``link_name``, ``step``, …).
 
@@ -328,10 +332,17 @@ def run_chain(data: Any, rng: np.random.Generator, kernel: Covariance, base: Any
     if not (isinstance(burn, int) and burn >= 0):
         raise InvalidParameterError(f"burn={burn!r} must be an int >= 0.")
     positive_int("thin", thin, "keep every thin-th state, e.g. 1")
-    nugget = float(jitter) * kernel.sd**2
-    L = np.linalg.cholesky(kernel(pts) + nugget * np.eye(len(pts)))
-    state = LatentHistory(pts, np.empty((0, pts.shape[1])),
-                          mean + L @ rng.standard_normal(len(pts)))
+    if init is not None:
+        if not np.array_equal(init.data, pts):
+            raise InvalidParameterError(
+                "init.data differs from data: a warm start is a latent history of the same "
+                "data set.")
+        state = init
+    else:
+        nugget = float(jitter) * kernel.sd**2
+        L = np.linalg.cholesky(kernel(pts) + nugget * np.eye(len(pts)))
+        state = LatentHistory(pts, np.empty((0, pts.shape[1])),
+                              mean + L @ rng.standard_normal(len(pts)))
     states, kernels, bases = [], [], []
     for i in range(burn + n):
         state, kernel, base, _ = sweep(state, rng, kernel, base, mean=mean, jitter=jitter,

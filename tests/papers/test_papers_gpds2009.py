@@ -51,12 +51,16 @@ def test_the_ring_and_its_parzen_baseline(quick):
 def test_every_method_on_the_ring_and_the_pines(quick):
     res = json.loads((quick / "gpds2009.json").read_text())
     ring, pines = res["ring_methods"], res["pines_methods"]
-    assert set(ring) == {"dense", "lattice", "dpgmm", "parzen", "true density"}
+    assert set(ring) == {"dense", "dense, warm", "lattice", "dpgmm", "parzen", "true density"}
     assert set(pines) == {"dense", "lattice", "dpgmm", "parzen"}
     for r in (*ring.values(), *pines.values()):
         assert len(r["per_seed"]) == 1 and np.isfinite(r["mean"])
     # the per-seed results are cached: a second run reads them (a resumable experiment)
     assert (quick / "ring" / "dense_0.json").is_file()
+    # the warm-started dense chain began at a lattice state's history, the cold one at none
+    warm = json.loads((quick / "ring" / "dense_warm_0.json").read_text())
+    cold = json.loads((quick / "ring" / "dense_0.json").read_text())
+    assert warm["start_rejections"] > 0 and cold["start_rejections"] == 0
     assert (quick / "gpds2009_figure5.png").stat().st_size > 10_000
 
 
