@@ -30,8 +30,8 @@ import numpy as np
 from .._validation import positive_int
 from ..covariance import Covariance
 from ..errors import InvalidParameterError
+from ..runs.dask import dask_client
 from ..samplers.state import chain_rngs
-from ..threads import BLAS_ENV
 from .predict import run_chain
 from .state import LatentHistory
 
@@ -140,30 +140,12 @@ def run_chains(data: Any, kernel: Covariance, base: Any, n_sweeps: int, *, seed:
 
 def _on_dask(jobs: list[tuple], workers: int | None, scheduler: str | None) -> list[DenseChain]:
     """One Dask task per chain; the results in chain order."""
-    from dask.distributed import Client, LocalCluster
-
-    cluster = None
-    saved_env = {k: os.environ.get(k) for k in BLAS_ENV}  # the nanny's BLAS settings
     if workers is not None:
-        cluster = LocalCluster(n_workers=positive_int("dask_workers", workers,
-                                                      "worker processes, e.g. 2"),
-                               threads_per_worker=1, processes=True, dashboard_address=None)
-        client = Client(cluster)
-    else:
-        client = Client(scheduler)
-    try:
+        positive_int("dask_workers", workers, "worker processes, e.g. 2")
+    with dask_client(workers, scheduler) as client:
         futures = [client.submit(_one_chain, j, pure=False, key=f"lattice-lgm-gpds-chain-{j[2]}")
                    for j in jobs]
         return client.gather(futures)
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
-        for k, v in saved_env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _pad(rows: Sequence[Sequence[np.ndarray]], width: int, tail: tuple[int, ...]) -> np.ndarray:

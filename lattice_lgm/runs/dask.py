@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,42 @@ def chain_blocks(chains: int, per_task: int) -> list[list[int]]:
     return [list(range(a, min(a + per, chains))) for a in range(0, chains, per)]
 
 
+@contextlib.contextmanager
+def dask_client(workers: int | None, scheduler: str | None) -> Iterator[Any]:
+    """A Dask client, closed (and the environment restored) after the ``with`` block.
+
+    On a local cluster of ``workers`` single-threaded processes, or on the running scheduler
+    at address ``scheduler``.
+    """
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError as exc:  # pragma: no cover - an optional extra
+        raise InvalidParameterError(
+            "the Dask path needs dask.distributed: pip install 'lattice_lgm[dask]'.") from exc
+    cluster = None
+    # distributed's nanny writes OMP/MKL/OPENBLAS_NUM_THREADS=1 into this process's environment
+    # for its workers and leaves them there: afterwards they would read as the user's own BLAS
+    # setting (lattice_lgm.threads); put the environment back when done
+    saved_env = {k: os.environ.get(k) for k in BLAS_ENV}
+    if workers is not None:
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                               dashboard_address=None)
+        client = Client(cluster)
+    else:
+        client = Client(scheduler)
+    try:
+        yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def _sample_dask(model: Any, *, store, workers, scheduler, chains_per_task, resume,
                  kwargs, run_block: Any) -> Any:
     """Run the chain blocks as Dask tasks; ``run_block`` is the task (``entry._run_block``)."""
@@ -37,11 +75,6 @@ def _sample_dask(model: Any, *, store, workers, scheduler, chains_per_task, resu
         # the LocalCluster's workers are single-threaded processes: one thread per block
         # unless the user says otherwise
         kwargs = {**kwargs, "threads": 1 if kwargs.get("threads") is None else kwargs["threads"]}
-    try:
-        from dask.distributed import Client, LocalCluster
-    except ImportError as exc:  # pragma: no cover - an optional extra
-        raise InvalidParameterError(
-            "the Dask path needs dask.distributed: pip install 'lattice_lgm[dask]'.") from exc
     chains = positive_int("chains", kwargs["chains"], "e.g. 4")
     blocks = chain_blocks(chains, chains_per_task)
     path = Path(store)
@@ -49,31 +82,11 @@ def _sample_dask(model: Any, *, store, workers, scheduler, chains_per_task, resu
         # lay the store out here (validation, refusals and the resource check happen once,
         # before any task starts); the tasks then join it block by block
         _create_only(model, path, kwargs, blocks)
-    cluster = None
-    # distributed's nanny writes OMP/MKL/OPENBLAS_NUM_THREADS=1 into this process's environment
-    # for its workers and leaves them there: afterwards they would read as the user's own BLAS
-    # setting (lattice_lgm.threads); put the environment back when done
-    saved_env = {k: os.environ.get(k) for k in BLAS_ENV}
-    if workers is not None:
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
-        client = Client(cluster)
-    else:
-        client = Client(scheduler)
-    try:
+    with dask_client(workers, scheduler) as client:
         futures = [client.submit(run_block, model, str(path), b, resume, kwargs,
                                  pure=False, key=f"lattice-lgm-chains-{b[0]}-{b[-1]}")
                    for b in blocks]
         client.gather(futures)
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
-        for k, v in saved_env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
     return open_store(path)
 
