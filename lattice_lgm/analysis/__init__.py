@@ -28,11 +28,14 @@ Conventions (DESIGN §9):
 
 Modules: ``_core`` (the posterior Dataset, intensity, relative risk, exceedance, counts,
 resolution), ``criticism`` (predictive patterns, second-order check, residuals),
-``diagnostics`` (the posterior table and convergence notes).
+``diagnostics`` (the posterior table and convergence notes).  For the lattice GPDS the layer
+offers its predictive density at a user's points from a store
+(:func:`~lattice_lgm.gpds.stored.predictive_density_from_store`).
 """
 
 from __future__ import annotations
 
+from ..gpds.stored import predictive_density_from_store
 from ..settings import DEFAULT_THRESHOLDS
 from ._core import (
     MIN_CELLS_PER_RANGE,
@@ -63,6 +66,7 @@ __all__ = [
     "log_intensity",
     "measure_unit",
     "posterior_dataset",
+    "predictive_density_from_store",
     "predictive_patterns",
     "prior_dataset",
     "relative_risk",

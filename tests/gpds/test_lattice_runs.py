@@ -199,3 +199,27 @@ def test_the_density_map_from_the_store_alone(model, tmp_path, capsys):
     assert np.isclose(float(dens.sum()) * cell, 1.0)  # a density over the box
     assert cli.main(["plot", str(tmp_path / "g.zarr"), "--out", str(tmp_path / "maps")]) == 0
     assert (tmp_path / "maps" / "density.png").stat().st_size > 5_000
+
+
+def test_the_predictive_density_at_points_from_the_store(model, tmp_path):
+    """At the cells' centres it is the stored posterior mean density per cell (a uniform base:
+    the density is constant on each cell); off the box it is 0; thinned fields work too."""
+    from lattice_lgm.gpds.plots import posterior_density
+    from lattice_lgm.gpds.stored import predictive_density_from_store
+
+    tree = sample(model, store=tmp_path / "g.zarr", **RUN)
+    c = model.lattice.coords()
+    xx, yy = np.meshgrid(c["x"], c["y"])
+    centres = np.column_stack([xx.ravel(), yy.ravel()])
+    out = predictive_density_from_store(model, tree, np.vstack([centres, [[1.5, 0.5]]]))
+    np.testing.assert_allclose(out["density"].values[:-1],
+                               posterior_density(tree).values.ravel(), rtol=1e-5)
+    assert out["density"].values[-1] == 0 and out["mcse"].values[-1] == 0
+    assert np.all(out["mcse"].values[:-1] > 0) and out.attrs["n_draws"] == 12
+    thin = sample(model, store=tmp_path / "t.zarr", **dict(RUN, thin_fields=2))
+    assert predictive_density_from_store(model, thin, centres).attrs["n_draws"] == 6
+    with pytest.raises(InvalidParameterError, match="shape"):
+        predictive_density_from_store(model, tree, np.ones((3, 3)))
+    other = LatticeGPDS(_points(seed=1), UniformBase.create([0.0, 0.0], [1.0, 1.0]), cells=12)
+    with pytest.raises(InvalidParameterError, match="data_sha256"):
+        predictive_density_from_store(other, tree, centres)
