@@ -68,7 +68,7 @@ LATTICE_FINE = 128
 #: sweeps kept, burn-in and thinning; on the first DENSE_WARM_SEEDS splits.  From the cold
 #: start the dense chain had not left sd ≈ 4.5, M ≈ 210 after 650 sweeps on ring seed 0, where
 #: the posterior is at sd ≈ 11, M ≈ 330 (README, GPDS section): M moves a few at a time
-DENSE_WARM_LATTICE, DENSE_WARM, DENSE_WARM_SEEDS = 300, (4000, 100, 2), {"ring": 3, "pines": 0}
+DENSE_WARM_LATTICE, DENSE_WARM, DENSE_WARM_SEEDS = 300, (4000, 100, 2), {"ring": 5, "pines": 0}
 #: the lattice sampler's run and cells per axis
 LATTICE_SWEEPS, LATTICE_BURN, LATTICE_CELLS = 1000, 200, 64
 #: the real data set (the macaque skulls are not public): Japanese black pines, a random
