@@ -369,9 +369,16 @@ class LatticeGPDS(_RunViewMixin):
     def interpolation_bound(self, kernel: Covariance | None = None) -> float:
         """RMS bound on ``|Φ(g(x)) − Φ(g_{c(x)})|`` against a continuous ``g`` (module doc)."""
         k = kernel or self.prior.kernel
+        return _MAX_SLOPE[self.link] * math.sqrt(2.0 * self.within_cell_variance(k))
+
+    def within_cell_variance(self, kernel: Covariance) -> float:
+        """``sd² (1 − ρ(h*))``, ``h*`` a cell's half diagonal (module doc).
+
+        Half the largest variance of ``g(x) − g_c`` within a cell.
+        """
         half = 0.5 * (self._hi - self._lo) / np.asarray(self.lattice.shape[::-1])
-        rho = float(k(np.zeros((1, len(half))), half[None])[0, 0]) / k.variance
-        return _MAX_SLOPE[self.link] * math.sqrt(2.0 * k.variance * max(1.0 - rho, 0.0))
+        rho = float(kernel(np.zeros((1, len(half))), half[None])[0, 0]) / kernel.variance
+        return kernel.variance * max(1.0 - rho, 0.0)
 
     # -- the model given the latent history ----------------------------------------------------
     def model_for(self, rejections: np.ndarray) -> LatentGaussianModel:
@@ -504,12 +511,24 @@ class LatticeGPDS(_RunViewMixin):
 
     def log_density(self, state: LatentState, c: int, x: Any) -> np.ndarray:
         """``log f(x | g)`` of chain ``c`` at points ``x`` (n, d); ``−inf`` off the box."""
-        pts = np.asarray(x, dtype=float).reshape(-1, len(self._lo))
         eta = self.eta(state, c)
+        return self.log_density_given(eta, self.normaliser(eta), x)
+
+    def log_density_given(self, eta: Any, normaliser: Any, x: Any) -> np.ndarray:
+        """``log f(x | g)`` for fields ``eta`` (..., cells) with their ``Z[g]`` (...).
+
+        ``log π(x) − log(1 − lost) + log Φ(g_{c(x)}) − log Z[g]``; ``−inf`` off the box.
+
+        Returns
+        -------
+        ndarray, shape (..., n)
+        """
+        pts = np.asarray(x, dtype=float).reshape(-1, len(self._lo))
         inside = np.all((pts >= self._lo) & (pts <= self._hi), axis=1)
         log_pi = self.base.logpdf(pts) - math.log1p(-self.lost_mass)
-        lphi = np.log(link(self.link)(eta[self.cell_of(pts)]))
-        out = log_pi + lphi - math.log(self.normaliser(eta))
+        eta = np.asarray(eta, dtype=float)
+        lphi = np.log(link(self.link)(eta[..., self.cell_of(pts)]))
+        out = log_pi + lphi - np.log(np.asarray(normaliser, dtype=float))[..., None]
         return np.where(inside, out, -np.inf)
 
 

@@ -11,13 +11,11 @@ one chain cannot — decision 109 measured them ~3× too small on the ring).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from ..errors import InvalidParameterError
-from .base import link
 from .lattice import LatticeGPDS
 
 __all__ = ["predictive_density_from_store"]
@@ -73,16 +71,10 @@ def predictive_density_from_store(model: Any, tree: Any, x: Any) -> Any:
             "g per draw; rerun with thin_fields >= 1.")
     z = post["normaliser"].sel(draw=g["draw"]).values  # (chain, draw)
     flat = g.values.reshape(*z.shape, -1)
-    inside = np.all((pts >= model._lo) & (pts <= model._hi), axis=1)
-    log_pi = model.base.logpdf(pts) - math.log1p(-model.lost_mass)
-    cells = model.cell_of(pts)
-    phi = link(model.link)
     dens, mcse = np.zeros(len(pts)), np.zeros(len(pts))
     for a in range(0, len(pts), BLOCK):
         sl = slice(a, a + BLOCK)
-        # f(x | g) per draw: π(x) Φ(g_c(x)) / ((1 − lost) Z[g]); 0 off the box
-        vals = np.exp(log_pi[sl]) * phi(flat[..., cells[sl]].astype(float)) / z[..., None]
-        vals = np.where(inside[sl], vals, 0.0)
+        vals = np.exp(model.log_density_given(flat, z, pts[sl]))  # f(x | g) per draw
         dens[sl] = vals.mean(axis=(0, 1))
         ds = xr.Dataset({"v": (("chain", "draw", "point"), vals)})
         flat_draws = vals.reshape(-1, vals.shape[-1])

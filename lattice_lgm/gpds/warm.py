@@ -69,9 +69,7 @@ def lattice_history(model: LatticeGPDS, state: Any, rng: np.random.Generator, *,
     rej = model.history_points(model.draw_history(eta, rng), rng)
     pts = np.concatenate([model.data, rej])
     # the cell values as g(x) plus noise of the within-cell variance sd² (1 − ρ(h*))
-    half = 0.5 * (model._hi - model._lo) / np.asarray(model.lattice.shape[::-1])
-    rho = float(kernel(np.zeros((1, len(half))), half[None])[0, 0]) / kernel.variance
-    noise = kernel.variance * max(1.0 - rho, 1e-6)
+    noise = max(model.within_cell_variance(kernel), 1e-6 * kernel.variance)
     eye = np.eye(len(pts))
     K = kernel(pts) + float(jitter) * kernel.variance * eye
     A = np.linalg.solve(K + noise * eye, K)  # (K + s² I)⁻¹ K
