@@ -44,6 +44,19 @@ def link(name: str) -> Callable[[np.ndarray], np.ndarray]:
     return LINKS[name]
 
 
+#: ``log Φ`` of each link without underflow or cancellation (``log(1 − Φ(g)) = log Φ(−g)``
+#: for both, as both are symmetric: ``log1p(−Φ(g))`` was −inf, with a warning, for logistic
+#: ``g`` above ~37)
+LOG_LINKS: dict[str, Callable[[np.ndarray], np.ndarray]] = {"logistic": special.log_expit,
+                                                             "probit": special.log_ndtr}
+
+
+def log_link(name: str) -> Callable[[np.ndarray], np.ndarray]:
+    """``log Φ`` of the squashing function called ``name``, computed stably."""
+    link(name)  # validates the name
+    return LOG_LINKS[name]
+
+
 @dataclass(frozen=True)
 class GaussianBase:
     """``π = N(mean, cov)`` on ``R^d`` (the paper's Figure 1: zero mean, unit variance).

@@ -35,7 +35,7 @@ from ..covariance import Covariance
 from ..errors import InvalidParameterError, NotPositiveDefiniteError
 from ..hyperpriors import Hyperprior
 from ..samplers import EllipticalSlice, state_from_fields
-from .base import link
+from .base import log_link
 from .hyper import update_base, update_kernel, update_kernel_surrogate
 from .prior import JITTER, sample_prior
 from .state import LatentHistory, values_model
@@ -114,7 +114,7 @@ def change_rejections(state: LatentHistory, rng: np.random.Generator, kernel: Co
     """
     if not (isinstance(max_step, int) and max_step >= 1):
         raise InvalidParameterError(f"max_step={max_step!r} must be an int >= 1.")
-    phi = link(link_name)
+    log_phi = log_link(link_name)
     n, m = state.n_data, state.n_rejections
     k = int(rng.integers(1, max_step + 1))
     up = bool(rng.random() < 0.5)
@@ -127,14 +127,14 @@ def change_rejections(state: LatentHistory, rng: np.random.Generator, kernel: Co
         x_new = base.sample(rng, k)
         mu, Lc = _conditional(kernel, state.points, state.g, x_new, mean, nugget)
         g_new = mu + Lc @ rng.standard_normal(k)
-        log_a += float(np.sum(np.log1p(-phi(g_new))))
+        log_a += float(np.sum(log_phi(-g_new)))  # log(1 − Φ(g)) = log Φ(−g)
         if math.log(rng.random()) < log_a:
             return LatentHistory(state.data, np.concatenate([state.rejections, x_new]),
                                  np.concatenate([state.g, g_new])), True
         return state, False
     drop = rng.choice(m, size=k, replace=False)
     g_drop = state.g[n + drop]
-    log_a -= float(np.sum(np.log1p(-phi(g_drop))))
+    log_a -= float(np.sum(log_phi(-g_drop)))
     if math.log(rng.random()) < log_a:
         keep = np.setdiff1d(np.arange(m), drop)
         return LatentHistory(state.data, state.rejections[keep],
@@ -213,7 +213,7 @@ def move_rejections(state: LatentHistory, rng: np.random.Generator, kernel: Cova
         raise InvalidParameterError(f"step={step!r} must be a finite number > 0.")
     if not (isinstance(relax, (int, float)) and 0.0 <= relax < 1.0):
         raise InvalidParameterError(f"relax={relax!r} must be in [0, 1).")
-    phi = link(link_name)
+    log_phi = log_link(link_name)
     n, m = state.n_data, state.n_rejections
     if m == 0:
         return state, False
@@ -235,8 +235,8 @@ def move_rejections(state: LatentHistory, rng: np.random.Generator, kernel: Cova
     g_old = np.concatenate([state.g[:n], g_mid])
     g_new = mean + relax * (g_old - mean) + math.sqrt(1.0 - relax**2) * h
     log_a = (float(np.sum(log_pi_new - base.logpdf(state.rejections)))
-             + float(np.sum(np.log1p(-phi(g_new[n:]))) - np.sum(np.log1p(-phi(state.g[n:]))))
-             + float(np.sum(np.log(phi(g_new[:n]))) - np.sum(np.log(phi(state.g[:n])))))
+             + float(np.sum(log_phi(-g_new[n:])) - np.sum(log_phi(-state.g[n:])))
+             + float(np.sum(log_phi(g_new[:n])) - np.sum(log_phi(state.g[:n]))))
     if math.log(rng.random()) < log_a:
         return LatentHistory(state.data, x_hat, g_new), True
     return state, False

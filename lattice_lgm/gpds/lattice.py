@@ -58,7 +58,7 @@ from ..priors import CirculantPrior
 from ..samplers import init_state
 from ..samplers.state import LatentState
 from ..store.base import hash_arrays
-from .base import GaussianBase, UniformBase, link
+from .base import GaussianBase, UniformBase, link, log_link
 from .lattice_sweep import AUGMENTATIONS, DEFAULT_AUGMENTATION, REJECTIONS, LatticeSweep
 from .predict import PredictiveDensity, batch_means_se
 
@@ -527,7 +527,7 @@ class LatticeGPDS(_RunViewMixin):
         inside = np.all((pts >= self._lo) & (pts <= self._hi), axis=1)
         log_pi = self.base.logpdf(pts) - math.log1p(-self.lost_mass)
         eta = np.asarray(eta, dtype=float)
-        lphi = np.log(link(self.link)(eta[..., self.cell_of(pts)]))
+        lphi = log_link(self.link)(eta[..., self.cell_of(pts)])
         out = log_pi + lphi - np.log(np.asarray(normaliser, dtype=float))[..., None]
         return np.where(inside, out, -np.inf)
 

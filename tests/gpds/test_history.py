@@ -85,6 +85,32 @@ def test_bad_step_refused():
         change_rejections(s, np.random.default_rng(0), KERNEL, BASE, max_step=0)
 
 
+@pytest.mark.parametrize("name", ["logistic", "probit"])
+def test_log_link_is_log_phi_and_finite_in_the_tails(name):
+    from lattice_lgm.gpds.base import link, log_link
+
+    g = np.linspace(-8.0, 8.0, 33)
+    np.testing.assert_allclose(log_link(name)(g), np.log(link(name)(g)), rtol=1e-9,
+                               atol=1e-12)  # log Φ → 0 where Φ rounds to 1
+    far = log_link(name)(-np.array([40.0, 200.0]))  # log(1 − Φ(g)) at g = 40, 200
+    assert np.all(np.isfinite(far)) and np.all(np.diff(far) < 0)
+
+
+def test_deleting_a_rejection_where_phi_is_one_is_finite():
+    """A rejection at g = 60 has 1 − Φ(g) ≈ 1e-26: its deletion must be accepted (log a
+    large and finite), not evaluated as ``log1p(−1) = −inf`` with a warning."""
+    import warnings
+
+    s = LatentHistory(np.array([[0.5]]), np.array([[0.2]]), np.array([0.0, 60.0]))
+    accepted = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for seed in range(20):
+            t, a = change_rejections(s, np.random.default_rng(seed), KERNEL, BASE, max_step=1)
+            accepted += a and t.n_rejections == 0
+    assert accepted > 0  # every proposed deletion (about half the proposals) is accepted
+
+
 def _paired_values(seed=4, n_rep=800):
     """Sum of G over the data and mean of G over the rejections, before and after ESS."""
     import lattice_lgm.gpds.history as H
@@ -160,7 +186,8 @@ def test_the_location_check_sees_a_wrong_acceptance_ratio(monkeypatch):
 
     import lattice_lgm.gpds.history as H
 
-    monkeypatch.setattr(H, "link", lambda name: lambda z: special.expit(np.asarray(z) - 1.5))
+    monkeypatch.setattr(H, "log_link",
+                        lambda name: lambda z: special.log_expit(np.asarray(z) - 1.5))
     out, _ = _paired_moves()
     assert abs(_z(*out["G_N"])) > 4
 
