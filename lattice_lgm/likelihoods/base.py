@@ -213,11 +213,29 @@ class Likelihood(ABC):
         self.aux_obs = np.ascontiguousarray(aux.reshape(-1)[self.obs_index], dtype=np.float64)
         for arr in (self.obs_index, self.y_obs, self.aux_obs):
             arr.flags.writeable = False
-        # Sites with the same (y, aux) bits: where the site priors are the same too (a
-        # stationary prior with a constant mean) their fits are the same, computed once each.
-        keys = np.stack([self.y_obs.view(np.int64), self.aux_obs.view(np.int64)], axis=1)
-        _, first, cls = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-        self._site_first, self._site_class = first, cls.reshape(-1)
+        self._classes: tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def _site_first(self) -> np.ndarray:
+        return self._site_classes()[0]
+
+    @property
+    def _site_class(self) -> np.ndarray:
+        return self._site_classes()[1]
+
+    def _site_classes(self) -> tuple[np.ndarray, np.ndarray]:
+        """The first site of each distinct (y, aux) pair and each site's pair, on first use.
+
+        Sites with the same (y, aux) bits: where the site priors are the same too (a
+        stationary prior with a constant mean) their fits are the same, computed once each.
+        Lazy: the sort costs ~15 ms on 128² sites, and a likelihood built per sweep (the GPDS's
+        scale augmentation, one per chain per sweep) never fits its sites.
+        """
+        if self._classes is None:
+            keys = np.stack([self.y_obs.view(np.int64), self.aux_obs.view(np.int64)], axis=1)
+            _, first, cls = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+            self._classes = (first, cls.reshape(-1))
+        return self._classes
 
     @property
     def n_obs(self) -> int:
