@@ -41,7 +41,12 @@ def predictive_density_from_store(model: Any, tree: Any, x: Any) -> Any:
     -------
     xarray.Dataset
         ``density`` (point,), ``mcse`` (point,) and ``log_density`` (point,), with the
-        points as ``x`` (point, coord); attrs ``n_draws``.
+        points as ``x`` (point, coord); attrs ``n_draws``, ``mean_log_density`` (the mean
+        over the points of ``log_density``: the test log probability per point of held-out
+        data) and ``mean_log_density_mcse``, its Monte Carlo error by the delta method —
+        the MCSE of the per-draw ``(1/n) Σ_x f(x | g)/p̂(x)``, so that the errors' correlation
+        across points (one draw's ``g`` moves every density) and across draws are both
+        counted; NaN when a point has density 0.
     """
     import arviz as az
     import xarray as xr
@@ -72,10 +77,13 @@ def predictive_density_from_store(model: Any, tree: Any, x: Any) -> Any:
     z = post["normaliser"].sel(draw=g["draw"]).values  # (chain, draw)
     flat = g.values.reshape(*z.shape, -1)
     dens, mcse = np.zeros(len(pts)), np.zeros(len(pts))
+    lin = np.zeros(z.shape)  # Σ_x f(x | g)/p̂(x) per draw: the delta method's linearisation
     for a in range(0, len(pts), BLOCK):
         sl = slice(a, a + BLOCK)
         vals = np.exp(model.log_density_given(flat, z, pts[sl]))  # f(x | g) per draw
         dens[sl] = vals.mean(axis=(0, 1))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            lin += (vals / dens[sl]).sum(axis=-1)  # NaN where p̂ = 0: mean log p̂ is −inf
         ds = xr.Dataset({"v": (("chain", "draw", "point"), vals)})
         flat_draws = vals.reshape(-1, vals.shape[-1])
         varies = flat_draws.max(axis=0) > flat_draws.min(axis=0)
@@ -84,9 +92,17 @@ def predictive_density_from_store(model: Any, tree: Any, x: Any) -> Any:
         mcse[sl] = np.where(varies, err, 0.0)  # a constant (0 off the box) has no error
     with np.errstate(divide="ignore"):
         log_dens = np.log(dens)
+    mean_log, mean_log_mcse = float(np.mean(log_dens)) if len(pts) else np.nan, np.nan
+    if len(pts) and np.all(np.isfinite(lin)) and lin.max() > lin.min():
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean_log_mcse = float(az.mcse(xr.Dataset({"h": (("chain", "draw"), lin / len(pts))}),
+                                          method="mean")["h"].values)
+    elif len(pts) and np.all(np.isfinite(lin)):
+        mean_log_mcse = 0.0
     coord = np.array(["x", "y"][:d])
     return xr.Dataset(
         {"density": ("point", dens), "mcse": ("point", mcse), "log_density": ("point", log_dens),
          "x": (("point", "coord"), pts)},
         coords={"point": np.arange(len(pts)), "coord": coord},
-        attrs={"n_draws": int(z.size)})
+        attrs={"n_draws": int(z.size), "mean_log_density": mean_log,
+               "mean_log_density_mcse": mean_log_mcse})

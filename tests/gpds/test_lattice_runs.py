@@ -216,6 +216,14 @@ def test_the_predictive_density_at_points_from_the_store(model, tmp_path):
                                posterior_density(tree).values.ravel(), rtol=1e-5)
     assert out["density"].values[-1] == 0 and out["mcse"].values[-1] == 0
     assert np.all(out["mcse"].values[:-1] > 0) and out.attrs["n_draws"] == 12
+    # the mean log density's error by the delta method sees the points' shared draws: five
+    # copies of one point have the error of one (not 1/√5 of it, as independent errors would)
+    same = predictive_density_from_store(model, tree, np.repeat(centres[:1], 5, axis=0))
+    assert same.attrs["mean_log_density"] == pytest.approx(float(same["log_density"][0]))
+    assert same.attrs["mean_log_density_mcse"] == pytest.approx(
+        float(same["mcse"][0] / same["density"][0]), rel=1e-6)
+    assert np.isnan(out.attrs["mean_log_density_mcse"])  # a point off the box: log p̂ = −inf
+    assert out.attrs["mean_log_density"] == -np.inf
     thin = sample(model, store=tmp_path / "t.zarr", **dict(RUN, thin_fields=2))
     assert predictive_density_from_store(model, thin, centres).attrs["n_draws"] == 6
     with pytest.raises(InvalidParameterError, match="shape"):
