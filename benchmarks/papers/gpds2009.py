@@ -61,7 +61,7 @@ DENSE_SWEEPS, DENSE_BURN, DENSE_THIN = 500, 150, 2
 #: from its posterior after 650 sweeps on the ring), and the seeds the dense path runs on
 #: (its sweeps cost ~0.3–1 s here: all ten seeds of both data sets did not fit a session)
 DENSE_COUNT_MOVES, DENSE_SEEDS = 10, {"ring": 1, "pines": 2}
-#: the lattice's cells per axis halved in width, on the first seed (the lattice's own error)
+#: the lattice sampler's cells per axis for the dense sampler's warm start
 LATTICE_FINE = 128
 #: the dense sampler warm-started from a lattice state (``gpds.warm``): the lattice's sweeps
 #: before the start (LATTICE_FINE cells, its default scale augmentation), then the dense
@@ -69,8 +69,14 @@ LATTICE_FINE = 128
 #: start the dense chain had not left sd ≈ 4.5, M ≈ 210 after 650 sweeps on ring seed 0, where
 #: the posterior is at sd ≈ 11, M ≈ 330 (README, GPDS section): M moves a few at a time
 DENSE_WARM_LATTICE, DENSE_WARM, DENSE_WARM_SEEDS = 300, (4000, 100, 2), {"ring": 5, "pines": 0}
-#: the lattice sampler's run and cells per axis
-LATTICE_SWEEPS, LATTICE_BURN, LATTICE_CELLS = 1000, 200, 64
+#: the lattice sampler per data set: (draws per chain, tuning sweeps, cells per axis), its
+#: chains per split (``sample()``, the default sweep), and the ring's resolution check on
+#: its first split: (cells per axis, draws per chain).  The ring's lattice covers ±4 base
+#: sd: 128² cells are ≈ 0.1 wide, half the ring's noise sd; at 64² (≈ 0.2) chains split
+#: between the ring and a smooth mode (range ≈ 3, ``M`` ≈ 100; README).  A sweep costs
+#: ~0.07 s at 128² on the ring and ~0.09 s at 64² on the pines (this machine, loaded)
+LATTICE = {"ring": (1000, 200, 128), "pines": (500, 100, 64)}
+LATTICE_CHAINS, LATTICE_CHECK = 4, {"ring": (64, 2000)}
 #: the real data set (the macaque skulls are not public): Japanese black pines, a random
 #: 50 / 15 split per seed (PINES_SEED, k); uniform base on the unit square; priors as above
 PINES = Path(__file__).resolve().parents[2] / "data" / "japanesepines.csv"
@@ -220,12 +226,23 @@ def ring_dense(seed: int, n_sweeps: int, burn: int, thin: int, name: str = "ring
             "sd": [float(k.sd) for k in kernels]}
 
 
-def ring_lattice(seed: int, n_sweeps: int, burn: int, cells: int, name: str = "ring") -> dict:
-    """The lattice-scale sampler on one data set; Rao–Blackwellised test log probabilities."""
+def ring_lattice(seed: int, n_sweeps: int, burn: int, cells: int, name: str = "ring",
+                 chains: int = 1, augmentation: str = "history") -> dict:
+    """The lattice-scale sampler on one data set; Rao–Blackwellised test log probabilities.
+
+    ``chains == 1`` with the history augmentation: the first runs' single chain (its
+    batch-means error; kept for the cached ``lattice_*.json`` rows).  ``chains > 1``: the
+    library's own path, :func:`lattice_lgm.runs.sample` with the default sweep (scale
+    augmentation) into a zarr store, the predictive density and its multi-chain MCSE from
+    the store (:func:`lattice_lgm.analysis.predictive_density_from_store`) and R-hat / bulk
+    ESS of sd, range and ``M`` (ArviZ).
+    """
     train, test = DATASETS[name](seed)
     base, hyper, kernel = _setting(name, train)
     model = LatticeGPDS(train, base, cells=cells, kernel=kernel, hyperpriors=hyper)
-    sweep = LatticeSweep(model, augmentation="history")  # the paper's target (issue 29)
+    if chains > 1:
+        return _lattice_chains(model, test, seed, n_sweeps, burn, cells, chains)
+    sweep = LatticeSweep(model, augmentation=augmentation)
     rngs = [np.random.default_rng([RING_SEED, seed, 2])]
     state = model.init_state(rngs)
     kept, t0 = [], time.perf_counter()
@@ -242,6 +259,36 @@ def ring_lattice(seed: int, n_sweeps: int, burn: int, cells: int, name: str = "r
             "mean_rejections": float(np.mean([s.extras[REJECTIONS].sum() for s in kept])),
             "range": [float(s.theta["range"][0]) for s in kept],
             "sd": [float(s.theta["sd"][0]) for s in kept]}
+
+
+def _lattice_chains(model: LatticeGPDS, test: np.ndarray, seed: int, n_sweeps: int, burn: int,
+                    cells: int, chains: int) -> dict:
+    """``chains`` chains of ``model`` through ``sample()``; scores and diagnostics per split."""
+    import tempfile
+
+    import arviz as az
+
+    from lattice_lgm.analysis import predictive_density_from_store
+    from lattice_lgm.runs import sample
+
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        tree = sample(model, draws=n_sweeps, tune=burn, chains=chains,
+                      random_seed=RING_SEED * 100 + seed, store=Path(tmp) / "run.zarr",
+                      progressbar=False)
+        secs = time.perf_counter() - t0
+        pred = predictive_density_from_store(model, tree, test)  # + its multi-chain MCSE
+        post = tree["posterior"].to_dataset()[["sd", "range", "n_rejections"]]
+        diag = az.summary(post, kind="diagnostics", round_to="none")
+        trace = {v: post[v].values.mean(axis=1).tolist() for v in post.data_vars}
+    return {"seed": seed, "mean_test_logp": pred.attrs["mean_log_density"],
+            "log_se": pred.attrs["mean_log_density_mcse"], "seconds": secs,
+            "n_sweeps": n_sweeps, "burn": burn, "cells": cells, "chains": chains,
+            "augmentation": "scale", "interpolation_bound": model.interpolation_bound(),
+            "mean_rejections": float(post["n_rejections"].values.mean()),
+            "chain_means": trace,
+            "r_hat": {v: float(diag.loc[v, "r_hat"]) for v in post.data_vars},
+            "ess_bulk": {v: float(diag.loc[v, "ess_bulk"]) for v in post.data_vars}}
 
 
 def ring_dpgmm(seed: int, name: str = "ring") -> dict:
@@ -290,7 +337,8 @@ def ring_methods(n_seeds: int, out: Path, quick: bool, name: str = "ring") -> di
     dense_cfg = (60, 20, 2) if quick else (DENSE_SWEEPS, DENSE_BURN, DENSE_THIN)
     warm_cfg = (60, 20, 2, name, (20, 32)) if quick else (
         *DENSE_WARM, name, (DENSE_WARM_LATTICE, LATTICE_FINE))
-    lat_cfg = (60, 20, 32) if quick else (LATTICE_SWEEPS, LATTICE_BURN, LATTICE_CELLS)
+    draws, tune, cells = (40, 10, 32) if quick else LATTICE[name]
+    chains = 2 if quick else LATTICE_CHAINS
     res: dict = {"dense": [], "lattice": [], "dpgmm": [], "parzen": []}
     d = out / name
     for k in range(n_seeds):
@@ -300,13 +348,14 @@ def ring_methods(n_seeds: int, out: Path, quick: bool, name: str = "ring") -> di
         if k < min(1 if quick else n_seeds, DENSE_WARM_SEEDS[name]):
             res.setdefault("dense, warm", []).append(_cached(
                 d / f"dense_warm_{k}.json", ring_dense, k, *warm_cfg))
-        res["lattice"].append(_cached(d / f"lattice_{k}.json", ring_lattice, k, *lat_cfg,
-                                      name))
+        res["lattice"].append(_cached(d / f"lattice_{cells}_{chains}x{draws}_{k}.json",
+                                      ring_lattice, k, draws, tune, cells, name, chains))
         res["dpgmm"].append(_cached(d / f"dpgmm_{k}.json", ring_dpgmm, k, name))
-        if k == 0 and not quick:
-            res.setdefault(f"lattice {LATTICE_FINE}²", []).append(_cached(
-                d / f"lattice{LATTICE_FINE}_{k}.json", ring_lattice, k, lat_cfg[0], lat_cfg[1],
-                LATTICE_FINE, name))
+        if k == 0 and not quick and name in LATTICE_CHECK:
+            other, n_draws = LATTICE_CHECK[name]
+            res.setdefault(f"lattice {other}²", []).append(_cached(
+                d / f"lattice_{other}_{chains}x{n_draws}_{k}.json", ring_lattice, k, n_draws,
+                tune, other, name, chains))
         res["parzen"].append(parzen_split(k, name))
     return {m: {**_mean_se(v), "seconds": [p.get("seconds") for p in v],
                 "mean_rejections": [p.get("mean_rejections") for p in v]}

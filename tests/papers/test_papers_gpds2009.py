@@ -62,6 +62,11 @@ def test_every_method_on_the_ring_and_the_pines(quick):
     cold = json.loads((quick / "ring" / "dense_0.json").read_text())
     assert warm["start_rejections"] > 0 and cold["start_rejections"] == 0
     assert (quick / "gpds2009_figure5.png").stat().st_size > 10_000
+    # the lattice rows: several chains through sample(), the multi-chain error and R-hat
+    lat = json.loads((quick / "ring" / "lattice_32_2x40_0.json").read_text())
+    assert lat["chains"] == 2 and lat["augmentation"] == "scale"
+    assert lat["log_se"] > 0 and set(lat["r_hat"]) == {"sd", "range", "n_rejections"}
+    assert lat["mean_test_logp"] == pytest.approx(ring["lattice"]["mean"])
 
 
 def test_the_true_ring_density_is_a_density():
