@@ -5,7 +5,9 @@ the data and the rejections at every move, ``O((N + M)³)``; the lattice-scale s
 (:mod:`lattice_lgm.gpds.lattice`) keeps ``g`` on a lattice, draws the history exactly given
 ``g`` and costs ``O(cells log cells)`` per iteration whatever ``N + M``.  This script runs both
 on the Lansing Woods trees (2251 points, unit square; uniform base measure) — the dense path on
-random subsets of ``DENSE_N`` points, the lattice path on subsets, on all 2251 and on a
+random subsets of ``DENSE_N`` points (started from a lattice state, ``DENSE_WARM``: timed at
+the posterior's ``M``, not on the climb from the paper's empty history), the lattice path on
+subsets, on all 2251 and on a
 simulated pattern of 20 000 points drawn from the lattice model (``g`` from its prior at the
 starting θ) — with the kernel's ``sd`` and ``range`` sampled, and reports per run:
 
@@ -57,6 +59,9 @@ DENSE_N = (50, 100, 200, 400)
 LATTICE_N = (100, 400, 2251, 20000)
 #: sweeps kept after burn-in, per path (the dense path's cost caps its runs)
 DENSE_SWEEPS, LATTICE_SWEEPS, BURN = 300, 1000, 100
+#: the dense path's start: the lattice sampler's state after this many sweeps (0: the
+#: paper's start), and its §4.1 count moves per sweep (as ``gpds2009.py``'s dense runs)
+DENSE_WARM, DENSE_COUNT_MOVES = 300, 10
 #: the lattice path's hyperparameter moves compared for its default (decision 106)
 REPRESENTATIONS = ("prior-white", "surr-scalar", "post-scalar")
 #: lattice cells per axis
@@ -110,23 +115,40 @@ def _ess_per_s(draws: dict[str, list[float]], seconds: float) -> dict[str, float
             for k, v in draws.items()}
 
 
-def run_dense(n: int, sweeps: int, burn: int) -> dict:
-    """The paper's sampler (θ by §4.3's M–H) on ``n`` points."""
+def run_dense(n: int, sweeps: int, burn: int, warm: int = 0) -> dict:
+    """The paper's sampler (θ by §4.3's M–H) on ``n`` points.
+
+    ``warm > 0``: start from the lattice sampler's state (``CELLS``², its default scale
+    augmentation) after ``warm`` sweeps (:func:`lattice_lgm.gpds.warm.lattice_history`), so
+    that the timed sweeps run at the posterior's ``M`` and ``θ``: from the paper's start (no
+    rejections, θ at the priors' medians) ``M`` grows a few per sweep and the first rows'
+    seconds per iteration and ESS were of a chain still climbing (issue 29, decision 109).
+    """
+    from lattice_lgm.gpds.warm import lattice_history
+
     data = data_of(n, CELLS)
     box = UniformBase.create([0.0, 0.0], [1.0, 1.0])
-    rng = np.random.default_rng([SEED, n, 1])
+    rng = np.random.default_rng([SEED, n, 1 if warm == 0 else 3])
     kernel = start_kernel()
     state = LatentHistory(data, np.empty((0, 2)), np.zeros(n))
+    if warm:
+        model = LatticeGPDS(data, box, cells=CELLS, kernel=kernel, hyperpriors=hyperpriors())
+        step, lat = LatticeSweep(model), model.init_state([rng])
+        for _ in range(warm):
+            lat, _ = step.step(lat, [rng])
+        state, kernel = lattice_history(model, lat, rng)
     times, nm, draws = [], [], {"sd": [], "range": []}
     for i in range(burn + sweeps):
         t0 = time.perf_counter()
-        state, kernel, _, _ = sweep(state, rng, kernel, box, hyperpriors=hyperpriors())
+        state, kernel, _, _ = sweep(state, rng, kernel, box, hyperpriors=hyperpriors(),
+                                    n_count=DENSE_COUNT_MOVES)
         if i >= burn:
             times.append(time.perf_counter() - t0)
             nm.append(n + state.n_rejections)
             draws["sd"].append(float(kernel.sd))
             draws["range"].append(float(np.atleast_1d(kernel.range)[0]))
-    return _row("dense", n, times, nm, draws)
+    return {**_row("dense", n, times, nm, draws), "warm": warm,
+            "n_count": DENSE_COUNT_MOVES}
 
 
 def run_lattice(n: int, sweeps: int, burn: int, cells: int,
@@ -207,11 +229,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for kind, sizes in (("dense", dense_n), ("lattice", lattice_n), ("lattice-scale",
                                                                      lattice_n)):
         for n in sizes:
-            f = cache / f"{kind}_{n}.json"
+            f = cache / (f"dense_warm{DENSE_WARM}_{n}.json" if kind == "dense"
+                         else f"{kind}_{n}.json")
             if f.exists():
                 row = json.loads(f.read_text())
             elif kind == "dense":
-                row = run_dense(n, dense_sweeps, burn)
+                row = run_dense(n, dense_sweeps, burn, warm=5 if args.quick else DENSE_WARM)
             else:
                 row = run_lattice(n, sweeps, burn, cells, augmentation=(
                     "scale" if kind == "lattice-scale" else "history"))

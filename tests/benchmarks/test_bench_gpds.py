@@ -26,6 +26,8 @@ def test_gpds_scaling_quick_writes_both_paths_and_resumes(tmp_path):
     for r in res["rows"]:
         assert r["s_per_iter"] > 0 and r["n_plus_m"] >= r["n"]
         assert set(r["ess_per_s"]) == {"sd", "range"}
+        if r["path"] == "dense":  # started from a lattice state, not the empty history
+            assert r["warm"] > 0 and r["n_count"] >= 1
     reps = json.loads((tmp_path / "gpds_lattice_representations.json").read_text())
     assert [r["representation"] for r in reps] == ["prior-white", "surr-scalar", "post-scalar"]
     assert (tmp_path / "gpds_scaling.png").stat().st_size > 10_000
