@@ -51,7 +51,12 @@ import numpy as np
 from scipy import linalg, special
 
 from .._validation import positive_float, positive_int
-from ..errors import ConvergenceError, InvalidDataError, InvalidParameterError
+from ..errors import (
+    ConvergenceError,
+    InvalidDataError,
+    InvalidParameterError,
+    ShapeMismatchError,
+)
 
 __all__ = ["EPResult", "expectation_propagation"]
 
@@ -153,8 +158,6 @@ def expectation_propagation(K: np.ndarray, y: np.ndarray, *, tol: float = TOL,
 
 
 def _check(K: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    from ..errors import ShapeMismatchError
-
     K = np.asarray(K, dtype=float)
     if K.ndim != 2 or K.shape[0] != K.shape[1] or K.shape[0] == 0:
         raise InvalidParameterError(f"K (shape {K.shape}) must be a square (n, n) matrix.")
