@@ -68,7 +68,7 @@ LATTICE_FINE = 128
 #: sweeps kept, burn-in and thinning; on the first DENSE_WARM_SEEDS splits.  From the cold
 #: start the dense chain had not left sd ≈ 4.5, M ≈ 210 after 650 sweeps on ring seed 0, where
 #: the posterior is at sd ≈ 11, M ≈ 330 (README, GPDS section): M moves a few at a time
-DENSE_WARM_LATTICE, DENSE_WARM, DENSE_WARM_SEEDS = 300, (4000, 100, 2), {"ring": 5, "pines": 0}
+DENSE_WARM_LATTICE, DENSE_WARM, DENSE_WARM_SEEDS = 300, (4000, 100, 2), {"ring": 6, "pines": 0}
 #: the lattice sampler per data set: (draws per chain, tuning sweeps, cells per axis), its
 #: chains per split (``sample()``, the default sweep), and the ring's resolution check on
 #: its first split: (cells per axis, draws per chain).  The ring's lattice covers ±4 base
