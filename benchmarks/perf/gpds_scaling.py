@@ -36,20 +36,28 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
+ROOT = Path(__file__).resolve().parents[2]
+for _p in (str(ROOT), str(ROOT / "benchmarks" / "papers")):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
 
-from lattice_lgm.covariance import SquaredExponential
-from lattice_lgm.gpds import UniformBase, sweep
-from lattice_lgm.gpds.history import LatentHistory
-from lattice_lgm.gpds.lattice import (
+# before numpy: one BLAS thread — each row is one chain on matrices of a few hundred rows,
+# where OpenBLAS's threads only wait for each other (the first dense warm rows, timed with
+# the default threads beside a test run, were 5–7× slower)
+import _one_blas_thread  # noqa: E402, F401
+import numpy as np  # noqa: E402
+
+from lattice_lgm.covariance import SquaredExponential  # noqa: E402
+from lattice_lgm.gpds import UniformBase, sweep  # noqa: E402
+from lattice_lgm.gpds.history import LatentHistory  # noqa: E402
+from lattice_lgm.gpds.lattice import (  # noqa: E402
     DEFAULT_REPRESENTATION,
     REJECTIONS,
     LatticeGPDS,
     LatticeSweep,
 )
-from lattice_lgm.hyperpriors import LogNormal
+from lattice_lgm.hyperpriors import LogNormal  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
 LANSING = ROOT / "data" / "lansing.csv"
 SEED = 2029
