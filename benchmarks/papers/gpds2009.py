@@ -1,6 +1,6 @@
 r"""Adams, Murray & MacKay (2009), the Gaussian Process Density Sampler: reproductions.
 
-Built so far (issue 29, in progress): **Figure 1**, four densities drawn from the GPDS prior
+Issue 29. **Figure 1**, four densities drawn from the GPDS prior
 with 200 exact samples each (Algorithm 1, :func:`lattice_lgm.gpds.sample_prior`). As the
 paper: base measure ``N(0, I₂)``, squared-exponential kernel
 ``K(x, x′) = α exp(−½ Σ_i ℓ_i⁻² (x_i − x′_i)²)``, logistic ``Φ``, with (ℓx, ℓy, α) =
@@ -12,7 +12,9 @@ Each panel reports its proposals (accepted + rejected), which estimate ``1/Z_π[
 N(0, 0.2²) noise; data seed ``(RING_SEED, k)``) and, in place of the macaque skulls (not
 public), the **Japanese pines** (random 50 / 15 splits): mean test log probability per split of
 the GPDS by the paper's sampler (``dense``, the proposal-count predictive density; on the
-first ``DENSE_SEEDS`` splits, its cost), by the lattice sampler (``lattice``), scikit-learn's
+first ``DENSE_SEEDS`` splits, its cost; ``dense, warm`` from a lattice state on the first
+``DENSE_WARM_SEEDS``), by the lattice sampler (``lattice``: ``LATTICE_CHAINS`` chains per split
+through ``sample()``, R-hat and the delta-method error from the store), scikit-learn's
 Dirichlet-process Gaussian mixture (for the paper's iMoG), Parzen windows (ten-fold CV
 bandwidth) and, on the ring, the true density; Figure 5 as improvements over Parzen
 (``gpds2009_figure5.png``).  Every split's result is cached under ``--out``/ring and /pines:
