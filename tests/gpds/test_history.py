@@ -180,6 +180,7 @@ def test_the_joint_location_move_keeps_the_joint():
         assert abs(_z(b, a)) < 4, name
 
 
+@pytest.mark.slow  # the check's power against a planted bug (34 s of the default tier)
 def test_the_location_check_sees_a_wrong_acceptance_ratio(monkeypatch):
     """With Φ shifted in the ratio (a target that is not the posterior) the function drifts."""
     from scipy import special
@@ -217,6 +218,7 @@ def test_predictive_samples_continue_the_history():
     assert abs(z) < 4, z
 
 
+@pytest.mark.slow  # the check's power against a planted bug (34 s of the default tier)
 def test_the_predictive_check_sees_a_fresh_density():
     """Drawing the next point from a fresh density (the history ignored) is caught."""
     z = _distances(lambda st, rng: sample_prior(PRED_KERNEL, BASE, 1, rng).samples)
