@@ -139,10 +139,19 @@ class RiemannGPC:
 
     def grad_h(self, f: np.ndarray, p: np.ndarray) -> np.ndarray:
         """``∂H/∂f`` (eq. 12; Algorithm 2)."""
+        return self._grad_h_at(self._at(f), p)
+
+    def _at(self, f: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What ``∂H/∂f`` needs at ``f`` whatever ``p``: ``−∇ log γ``, ``β λ'``, ``G⁻¹``."""
         d, dd = self.metric_diag(f)
         ginv, _ = self.inverse_metric(d)
+        return -self.log_target(f)[1], dd, ginv
+
+    @staticmethod
+    def _grad_h_at(at: tuple[np.ndarray, np.ndarray, np.ndarray], p: np.ndarray) -> np.ndarray:
+        neg_grad, dd, ginv = at
         gp = ginv @ p
-        return -self.log_target(f)[1] + 0.5 * dd * np.diag(ginv) - 0.5 * dd * gp * gp
+        return neg_grad + 0.5 * dd * np.diag(ginv) - 0.5 * dd * gp * gp
 
     def draw_momentum(self, f: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """``p ~ N(0, G(f))`` as ``L_K⁻ᵀ ξ₁ + d^½ ξ₂`` (covariance ``K⁻¹ + diag(d)``)."""
@@ -167,11 +176,12 @@ def leapfrog(target: RiemannGPC, f: np.ndarray, p: np.ndarray, eps: float, n_ste
     f, p = f.copy(), p.copy()
     for _ in range(n_steps):
         # eq. 13: p½ = p − ε/2 ∂H/∂f(f, p½), by fixed-point iteration (Algorithm 1, 13–17)
+        at = target._at(f)  # f is fixed while p½ is solved: its metric once
         half = p.copy()
         for _ in range(n_fixed):
-            half = p - 0.5 * eps * target.grad_h(f, half)
+            half = p - 0.5 * eps * target._grad_h_at(at, half)
         # eq. 14: f′ = f + ε/2 [G⁻¹(f) + G⁻¹(f′)] p½ (Algorithm 1, 20–25)
-        ginv_f = target.inverse_metric(target.metric_diag(f)[0])[0] @ half
+        ginv_f = at[2] @ half
         new = f + eps * ginv_f
         for _ in range(n_fixed):
             new = f + 0.5 * eps * (ginv_f + target.inverse_metric(
