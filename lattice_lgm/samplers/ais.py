@@ -1,4 +1,4 @@
-r"""Annealed importance sampling for probit GP classification, with HMC transitions.
+r"""Annealed importance sampling for probit GP classification, with HMC or RMHMC transitions.
 
 Fraccaro, Paquet & Winther (technical report, §1.1, eqs. 4–5) write the GP classification
 posterior ``p(f | y) ∝ N(f; 0, K) Π_i Φ(y_i f_i)`` as the end of a tempered family between a
@@ -20,6 +20,11 @@ scaling — the role the report gives EP's ``q`` ("to further aid AIS ... anneal
 Gaussian approximation").  The schedule is a geometric progression of ``β`` (the report's
 "AIS's β-grid is a geometric progression"), preceded by ``β_0 = 0``.
 
+``transition="rmhmc"`` replaces HMC by the report's RMHMC (§3, :mod:`.rmhmc`) in ``f``
+itself, whose metric at ``β`` is the tempered target's negative Hessian
+``K⁻¹ + diag((1 − β) τ̃ + β λ(f))`` — the report's AIS+RMHMC rows, from the prior or from
+EP's ``q`` (which then needs EP's site precisions ``τ̃``: :meth:`TemperedGPC.from_ep`).
+
 Every chain's arithmetic is a row of one array, so chains run together in NumPy's BLAS; the
 draws depend only on ``rng``.
 """
@@ -35,9 +40,13 @@ from scipy import linalg, special
 
 from .._validation import positive_float, positive_int
 from ..errors import InvalidParameterError
-from .ep import _check
+from .ep import EPResult, _check
+from .rmhmc import N_FIXED, RiemannGPC, rmhmc_step
 
-__all__ = ["AISResult", "TemperedGPC", "ais", "geometric_schedule"]
+__all__ = ["TRANSITIONS", "AISResult", "TemperedGPC", "ais", "geometric_schedule"]
+
+#: AIS's transition kernels
+TRANSITIONS = ("hmc", "rmhmc")
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -71,14 +80,25 @@ class TemperedGPC:
         Labels in {0, 1}.
     q_mean, q_cov : array_like, shapes (n,) and (n, n), optional
         The Gaussian ``q`` at ``β = 0``; default the prior ``N(0, K)``.
+    q_tau : array_like, shape (n,), optional
+        EP's site precisions ``τ̃`` (``q``'s precision is ``K⁻¹ + diag(τ̃)``): the RMHMC
+        transitions' metric needs them (:meth:`from_ep` passes them).
     """
 
-    def __init__(self, K: Any, y: Any, q_mean: Any = None, q_cov: Any = None) -> None:
+    def __init__(self, K: Any, y: Any, q_mean: Any = None, q_cov: Any = None, *,
+                 q_tau: Any = None) -> None:
         self.K, self.s = _check(K, y)  # the same checks of K and the labels as EP's
         n = len(self.s)
         self.chol_k = _cholesky("K", self.K)
         if (q_mean is None) != (q_cov is None):
             raise InvalidParameterError("give both q_mean and q_cov, or neither (the prior).")
+        if q_tau is not None and q_mean is None:
+            raise InvalidParameterError("q_tau belongs to an EP q: give q_mean and q_cov too.")
+        self.q_tau = None if q_tau is None else np.asarray(q_tau, dtype=float).reshape(-1)
+        if self.q_tau is not None and (self.q_tau.shape != (n,) or not np.all(
+                np.isfinite(self.q_tau)) or np.any(self.q_tau < 0)):
+            raise InvalidParameterError(
+                f"q_tau (shape {self.q_tau.shape}) must be ({n},), finite and >= 0.")
         if q_mean is None:
             self.m_q, self.chol_q = np.zeros(n), self.chol_k
         else:
@@ -92,6 +112,32 @@ class TemperedGPC:
         self.n = n
         self._log_norm_q = float(np.sum(np.log(np.diag(self.chol_q)))) + 0.5 * n * _LOG_2PI
         self._log_norm_k = float(np.sum(np.log(np.diag(self.chol_k)))) + 0.5 * n * _LOG_2PI
+
+    @classmethod
+    def from_ep(cls, K: Any, y: Any, ep: EPResult) -> TemperedGPC:
+        """The tempered target from EP's ``q`` (its mean, covariance and site precisions)."""
+        return cls(K, y, ep.mean, ep.cov, q_tau=ep.tau_site)
+
+    def riemann(self) -> RiemannGPC:
+        """The posterior's :class:`~.rmhmc.RiemannGPC` with this ``q`` (for RMHMC transitions).
+
+        Raises
+        ------
+        InvalidParameterError
+            ``q`` is not the prior and its site precisions are unknown (build with
+            :meth:`from_ep` or ``q_tau=``).
+        """
+        if self.q_tau is None and self.chol_q is not self.chol_k:  # q given, sites unknown
+            raise InvalidParameterError(
+                "RMHMC transitions from a q other than the prior need its site precisions: "
+                "build the target with TemperedGPC.from_ep(K, y, ep) or q_tau=ep.tau_site.")
+        if self.q_tau is None:
+            return RiemannGPC(self.K, (self.s + 1.0) / 2.0)
+        return RiemannGPC(self.K, (self.s + 1.0) / 2.0, 1.0, self.m_q, self.q_tau)
+
+    def z_of(self, f: np.ndarray) -> np.ndarray:
+        """``z = L_q⁻¹ (f − m_q)`` for ``f`` of shape (chains, n)."""
+        return linalg.solve_triangular(self.chol_q, (f - self.m_q).T, lower=True).T
 
     def f_of(self, z: np.ndarray) -> np.ndarray:
         """``f = m_q + L_q z`` for ``z`` of shape (chains, n)."""
@@ -134,7 +180,7 @@ class AISResult:
         The weights' effective sample size ``(Σ w)² / Σ w²``.
     betas : ndarray, shape (temps + 1,)
     acceptance : ndarray, shape (temps,)
-        HMC's mean acceptance probability at each ``β_k``, ``k ≥ 1``.
+        The transitions' mean acceptance probability at each ``β_k``, ``k ≥ 1``.
     f : ndarray, shape (chains, n)
         The chains' final states (weighted by ``exp(log_weights)`` for the posterior).
     """
@@ -149,8 +195,9 @@ class AISResult:
 
 
 def ais(target: TemperedGPC, rng: np.random.Generator, *, chains: int = 100,
-        betas: Any = None, step_size: float = 0.1, n_leapfrog: int = 10) -> AISResult:
-    """Annealed importance sampling from ``q`` to the posterior with HMC transitions.
+        betas: Any = None, step_size: float = 0.1, n_leapfrog: int = 10,
+        transition: str = "hmc", n_fixed: int = N_FIXED) -> AISResult:
+    """Annealed importance sampling from ``q`` to the posterior with HMC or RMHMC transitions.
 
     Parameters
     ----------
@@ -161,7 +208,14 @@ def ais(target: TemperedGPC, rng: np.random.Generator, *, chains: int = 100,
     betas : array_like, shape (T + 1,), optional
         Increasing from 0 to 1; default :func:`geometric_schedule` ``(200)``.
     step_size, n_leapfrog : float, int
-        HMC's leapfrog step (in ``q``'s whitened coordinates) and steps per transition.
+        The leapfrog step (HMC: in ``q``'s whitened coordinates; RMHMC: in ``f``, the metric
+        scales it) and steps per transition.
+    transition : {"hmc", "rmhmc"}
+        HMC with an identity mass in ``q``'s whitened coordinates, all chains as rows of one
+        array; or the report's RMHMC (:func:`~.rmhmc.rmhmc_step`, one chain at a time) with
+        the tempered metric ``K⁻¹ + diag((1 − β) τ̃ + β λ(f))`` (§4.2).
+    n_fixed : int
+        RMHMC's fixed-point iterations per implicit half step.
 
     Returns
     -------
@@ -172,6 +226,11 @@ def ais(target: TemperedGPC, rng: np.random.Generator, *, chains: int = 100,
     chains = positive_int("chains", chains, "pass e.g. 100")
     step_size = positive_float("step_size", step_size, "pass e.g. 0.1")
     n_leapfrog = positive_int("n_leapfrog", n_leapfrog, "pass e.g. 10")
+    if transition not in TRANSITIONS:
+        raise InvalidParameterError(
+            f"transition={transition!r} is unknown; use one of {TRANSITIONS}.")
+    n_fixed = positive_int("n_fixed", n_fixed, "pass e.g. 5")
+    riemann = target.riemann() if transition == "rmhmc" else None
     b = geometric_schedule(200) if betas is None else np.asarray(betas, dtype=float)
     if (b.ndim != 1 or len(b) < 2 or b[0] != 0.0 or b[-1] != 1.0
             or not np.all(np.diff(b) > 0)):
@@ -185,7 +244,11 @@ def ais(target: TemperedGPC, rng: np.random.Generator, *, chains: int = 100,
     for k in range(1, len(b)):
         joint, _ = target.log_joint(z)
         log_w += (b[k] - b[k - 1]) * (joint - target.log_q(z))  # γ_{β_k}/γ_{β_{k−1}} at z
-        z, acc[k - 1] = _hmc(target, z, b[k], rng, step_size, n_leapfrog)
+        if riemann is None:
+            z, acc[k - 1] = _hmc(target, z, b[k], rng, step_size, n_leapfrog)
+        else:
+            z, acc[k - 1] = _rmhmc(target, riemann.tempered(b[k]), z, rng, step_size,
+                                   n_leapfrog, n_fixed)
     top = float(np.max(log_w))
     w = np.exp(log_w - top)
     log_z = top + math.log(float(np.mean(w)))
@@ -210,6 +273,18 @@ def _hmc(target: TemperedGPC, z: np.ndarray, beta: float, rng: np.random.Generat
         log_a = np.where(np.isfinite(h1), h0 - h1, -np.inf)
     accept = np.log(rng.random(len(z))) < log_a
     return np.where(accept[:, None], zn, z), float(np.mean(np.exp(np.minimum(log_a, 0.0))))
+
+
+def _rmhmc(target: TemperedGPC, riemann: RiemannGPC, z: np.ndarray, rng: np.random.Generator,
+           eps: float, n_steps: int, n_fixed: int) -> tuple[np.ndarray, float]:
+    """One RMHMC transition of every chain leaving ``γ_β`` invariant (the report's §3)."""
+    f = target.f_of(z)
+    probs = np.empty(len(z))
+    for c in range(len(z)):
+        f[c], info = rmhmc_step(riemann, f[c], rng, step_size=eps, n_leapfrog=n_steps,
+                                n_fixed=n_fixed)
+        probs[c] = info.accept_prob
+    return target.z_of(f), float(np.mean(probs))
 
 
 def _cholesky(name: str, a: np.ndarray) -> np.ndarray:

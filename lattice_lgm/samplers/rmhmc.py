@@ -44,9 +44,10 @@ tolerance.  Cost: one Cholesky of an ``n × n`` matrix per evaluation of ``H``.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy import linalg
@@ -56,7 +57,7 @@ from ..errors import InvalidParameterError
 from ..likelihoods import Bernoulli
 from .ep import _check
 
-__all__ = ["RMHMCInfo", "RiemannGPC", "leapfrog", "rmhmc_step"]
+__all__ = ["MetricAt", "RMHMCInfo", "RiemannGPC", "leapfrog", "rmhmc_step"]
 
 #: fixed-point iterations per implicit half-step (the report: "pre-set to, say, 5" — a
 #: small fixed number; more only tighten the integrator's reversibility)
@@ -103,6 +104,14 @@ class RiemannGPC:
         self.lik = Bernoulli((self.s + 1.0) / 2.0, link="probit")
         self.n = n
 
+    def tempered(self, beta: float) -> RiemannGPC:
+        """The same target at inverse temperature ``beta``, sharing ``K``'s factor (AIS)."""
+        if not (0.0 <= float(beta) <= 1.0):
+            raise InvalidParameterError(f"beta={beta!r} must lie in [0, 1].")
+        out = copy.copy(self)
+        out.beta = float(beta)
+        return out
+
     # -- the target -------------------------------------------------------------------------
     def _kinv(self, v: np.ndarray) -> np.ndarray:
         return linalg.cho_solve((self.chol_k, True), v)
@@ -123,35 +132,63 @@ class RiemannGPC:
         dlam = -self.lik.third_diag(f[None])[0]
         return (1.0 - self.beta) * self.tau + self.beta * lam, self.beta * dlam
 
+    def _chol_b(self, root: np.ndarray) -> np.ndarray:
+        """``L`` with ``L Lᵀ = B = I + D^½ K D^½`` (§4.3; R&W Algorithm 3.1's stable factor)."""
+        return np.linalg.cholesky(np.eye(self.n) + root[:, None] * self.K * root[None, :])
+
+    def log_det_metric(self, chol_b: np.ndarray) -> float:
+        """``log |G| = log |B| − log |K|`` from ``B``'s factor (the matrix determinant lemma)."""
+        return 2.0 * float(np.sum(np.log(np.diag(chol_b)))) - self.log_det_k
+
     def inverse_metric(self, d: np.ndarray) -> tuple[np.ndarray, float]:
-        """``G⁻¹`` and ``log |G|`` for ``G = K⁻¹ + diag(d)`` by Woodbury (§4.3)."""
+        """``G⁻¹`` and ``log |G|`` for ``G = K⁻¹ + diag(d)`` by Woodbury (§4.3).
+
+        The whole matrix (``O(n³)`` beyond the factor); the integrator needs only products
+        ``G⁻¹ v`` and the diagonal (:meth:`factor`).
+        """
         root = np.sqrt(d)
-        rk = root[:, None] * self.K
-        chol = np.linalg.cholesky(np.eye(self.n) + rk * root[None, :])
-        v = linalg.solve_triangular(chol, rk, lower=True)
-        return self.K - v.T @ v, 2.0 * float(np.sum(np.log(np.diag(chol)))) - self.log_det_k
+        chol = self._chol_b(root)
+        v = linalg.solve_triangular(chol, root[:, None] * self.K, lower=True)
+        return self.K - v.T @ v, self.log_det_metric(chol)
+
+    def factor(self, f: np.ndarray, full: bool = True) -> MetricAt:
+        """The metric at ``f``: ``B``'s factor, and with ``full`` what ``H`` and ``∂H/∂f`` need.
+
+        One Cholesky of ``B``; ``full`` adds ``diag(G⁻¹)`` (one triangular solve with ``n``
+        right-hand sides), ``∇ log γ_β`` and ``log γ_β``.
+        """
+        d, dd = self.metric_diag(f)
+        root = np.sqrt(d)
+        chol = self._chol_b(root)
+        if not full:
+            return MetricAt(root, chol, dd, None, None, math.nan)
+        # diag(G⁻¹) = diag(K) − Σ_j V_ji², V = L⁻¹ D^½ K (Woodbury)
+        v = linalg.solve_triangular(chol, root[:, None] * self.K, lower=True)
+        logp, grad = self.log_target(f)
+        return MetricAt(root, chol, dd, np.diag(self.K) - np.sum(v * v, axis=0), -grad, -logp)
+
+    def ginv_dot(self, at: MetricAt, v: np.ndarray) -> np.ndarray:
+        """``G⁻¹ v = K v − K D^½ B⁻¹ D^½ K v`` (Woodbury): ``O(n²)`` given ``B``'s factor."""
+        kv = self.K @ v
+        w = linalg.cho_solve((at.chol, True), at.root * kv, check_finite=False)
+        return kv - self.K @ (at.root * w)
+
+    def energy(self, at: MetricAt, p: np.ndarray) -> float:
+        """``H(f, p)`` (eq. 11) from the metric at ``f`` (``factor(f)``)."""
+        return at.neg_logp + 0.5 * self.log_det_metric(at.chol) + 0.5 * p @ self.ginv_dot(at, p)
 
     def hamiltonian(self, f: np.ndarray, p: np.ndarray) -> float:
         """``H(f, p)`` (eq. 11), up to a constant."""
-        d, _ = self.metric_diag(f)
-        ginv, log_det = self.inverse_metric(d)
-        return -self.log_target(f)[0] + 0.5 * log_det + 0.5 * p @ ginv @ p
+        return self.energy(self.factor(f), p)
 
     def grad_h(self, f: np.ndarray, p: np.ndarray) -> np.ndarray:
         """``∂H/∂f`` (eq. 12; Algorithm 2)."""
-        return self._grad_h_at(self._at(f), p)
+        return self.grad_h_at(self.factor(f), p)
 
-    def _at(self, f: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """What ``∂H/∂f`` needs at ``f`` whatever ``p``: ``−∇ log γ``, ``β λ'``, ``G⁻¹``."""
-        d, dd = self.metric_diag(f)
-        ginv, _ = self.inverse_metric(d)
-        return -self.log_target(f)[1], dd, ginv
-
-    @staticmethod
-    def _grad_h_at(at: tuple[np.ndarray, np.ndarray, np.ndarray], p: np.ndarray) -> np.ndarray:
-        neg_grad, dd, ginv = at
-        gp = ginv @ p
-        return neg_grad + 0.5 * dd * np.diag(ginv) - 0.5 * dd * gp * gp
+    def grad_h_at(self, at: MetricAt, p: np.ndarray) -> np.ndarray:
+        """``∂H/∂f`` at the metric's ``f`` (eq. 12): ``O(n²)`` given ``factor(f)``."""
+        gp = self.ginv_dot(at, p)
+        return at.neg_grad + 0.5 * at.dd * at.ginv_diag - 0.5 * at.dd * gp * gp
 
     def draw_momentum(self, f: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """``p ~ N(0, G(f))`` as ``L_K⁻ᵀ ξ₁ + d^½ ξ₂`` (covariance ``K⁻¹ + diag(d)``)."""
@@ -159,6 +196,22 @@ class RiemannGPC:
         xi = rng.standard_normal((2, self.n))
         return linalg.solve_triangular(self.chol_k, xi[0], lower=True, trans="T") + np.sqrt(
             d) * xi[1]
+
+
+class MetricAt(NamedTuple):
+    """The metric at one ``f`` (:meth:`RiemannGPC.factor`).
+
+    ``root`` = ``d^½`` (n,), ``chol`` = ``L`` of ``B`` (n, n), ``dd`` = ``β λ'`` (n,);
+    with ``full``: ``ginv_diag`` = ``diag(G⁻¹)``, ``neg_grad`` = ``−∇ log γ_β``,
+    ``neg_logp`` = ``−log γ_β`` (else None, None, NaN).
+    """
+
+    root: np.ndarray
+    chol: np.ndarray
+    dd: np.ndarray
+    ginv_diag: np.ndarray | None
+    neg_grad: np.ndarray | None
+    neg_logp: float
 
 
 @dataclass(frozen=True)
@@ -173,23 +226,36 @@ class RMHMCInfo:
 def leapfrog(target: RiemannGPC, f: np.ndarray, p: np.ndarray, eps: float, n_steps: int,
              n_fixed: int = N_FIXED) -> tuple[np.ndarray, np.ndarray]:
     """``n_steps`` generalised leapfrog steps (eqs. 13–15) from ``(f, p)``."""
-    f, p = f.copy(), p.copy()
+    f1, p1, _ = _leapfrog(target, target.factor(f), f, p, eps, n_steps, n_fixed)
+    return f1, p1
+
+
+def _leapfrog(target: RiemannGPC, at: MetricAt, f: np.ndarray, p: np.ndarray, eps: float,
+              n_steps: int, n_fixed: int) -> tuple[np.ndarray, np.ndarray, MetricAt]:
+    """The leapfrog from the metric ``at`` ``f``; returns the metric at the end as well.
+
+    Per step: ``n_fixed`` factors of ``B`` (the position's fixed point) and one with
+    ``diag(G⁻¹)`` at the new position, which the next step and the final ``H`` reuse —
+    products with ``G⁻¹`` go through the factor (``O(n²)``), never the whole inverse.
+    """
+    f, p = np.array(f, dtype=float), np.array(p, dtype=float)
     for _ in range(n_steps):
-        # eq. 13: p½ = p − ε/2 ∂H/∂f(f, p½), by fixed-point iteration (Algorithm 1, 13–17)
-        at = target._at(f)  # f is fixed while p½ is solved: its metric once
+        # eq. 13: p½ = p − ε/2 ∂H/∂f(f, p½), by fixed-point iteration (Algorithm 1, 13–17);
+        # f is fixed here, so its metric is computed once
         half = p.copy()
         for _ in range(n_fixed):
-            half = p - 0.5 * eps * target._grad_h_at(at, half)
+            half = p - 0.5 * eps * target.grad_h_at(at, half)
         # eq. 14: f′ = f + ε/2 [G⁻¹(f) + G⁻¹(f′)] p½ (Algorithm 1, 20–25)
-        ginv_f = at[2] @ half
+        ginv_f = target.ginv_dot(at, half)
         new = f + eps * ginv_f
         for _ in range(n_fixed):
-            new = f + 0.5 * eps * (ginv_f + target.inverse_metric(
-                target.metric_diag(new)[0])[0] @ half)
+            new = f + 0.5 * eps * (ginv_f + target.ginv_dot(target.factor(new, full=False),
+                                                            half))
         f = new
+        at = target.factor(f)
         # eq. 15: the second half step of the momentum, explicit
-        p = half - 0.5 * eps * target.grad_h(f, half)
-    return f, p
+        p = half - 0.5 * eps * target.grad_h_at(at, half)
+    return f, p, at
 
 
 def rmhmc_step(target: RiemannGPC, f: Any, rng: np.random.Generator, *, step_size: float,
@@ -223,12 +289,13 @@ def rmhmc_step(target: RiemannGPC, f: Any, rng: np.random.Generator, *, step_siz
     if f.shape != (target.n,) or not np.all(np.isfinite(f)):
         raise InvalidParameterError(f"f (shape {f.shape}) must be finite of shape ({target.n},).")
     p = target.draw_momentum(f, rng)
-    h0 = target.hamiltonian(f, p)
+    at = target.factor(f)
+    h0 = target.energy(at, p)
     with np.errstate(all="ignore"):
         try:
-            f1, p1 = leapfrog(target, f, p, eps, n_leapfrog, n_fixed)
-            h1 = target.hamiltonian(f1, p1)
-        except np.linalg.LinAlgError:  # a trajectory that diverged: reject
+            f1, p1, at1 = _leapfrog(target, at, f, p, eps, n_leapfrog, n_fixed)
+            h1 = target.energy(at1, p1)
+        except (np.linalg.LinAlgError, ValueError):  # a trajectory that diverged: reject
             f1, h1 = f, math.inf
     err = h1 - h0
     log_a = -err if np.isfinite(err) else -math.inf
