@@ -43,7 +43,8 @@ from ..errors import InvalidParameterError
 from .ep import EPResult, _check
 from .rmhmc import N_FIXED, RiemannGPC, rmhmc_step
 
-__all__ = ["TRANSITIONS", "AISResult", "TemperedGPC", "ais", "geometric_schedule"]
+__all__ = ["TRANSITIONS", "AISResult", "TemperedGPC", "ais", "geometric_schedule",
+           "hmc_transition"]
 
 #: AIS's transition kernels
 TRANSITIONS = ("hmc", "rmhmc")
@@ -245,7 +246,7 @@ def ais(target: TemperedGPC, rng: np.random.Generator, *, chains: int = 100,
         joint, _ = target.log_joint(z)
         log_w += (b[k] - b[k - 1]) * (joint - target.log_q(z))  # γ_{β_k}/γ_{β_{k−1}} at z
         if riemann is None:
-            z, acc[k - 1] = _hmc(target, z, b[k], rng, step_size, n_leapfrog)
+            z, acc[k - 1] = hmc_transition(target, z, b[k], rng, step_size, n_leapfrog)
         else:
             z, acc[k - 1] = _rmhmc(target, riemann.tempered(b[k]), z, rng, step_size,
                                    n_leapfrog, n_fixed)
@@ -257,9 +258,30 @@ def ais(target: TemperedGPC, rng: np.random.Generator, *, chains: int = 100,
                      target.f_of(z))
 
 
-def _hmc(target: TemperedGPC, z: np.ndarray, beta: float, rng: np.random.Generator,
-         eps: float, n_steps: int) -> tuple[np.ndarray, float]:
-    """One HMC transition of every chain leaving ``γ_β`` invariant (the report's §2, eq. 9)."""
+def hmc_transition(target: TemperedGPC, z: np.ndarray, beta: float, rng: np.random.Generator,
+                   eps: float, n_steps: int) -> tuple[np.ndarray, float]:
+    """One HMC transition of every chain leaving ``γ_β`` invariant (the report's §2, eq. 9).
+
+    In ``q``'s whitened coordinates with an identity mass: in ``f`` the mass matrix is
+    ``q``'s precision (``K⁻¹`` from the prior, ``K⁻¹ + diag(τ̃)`` from EP).  At ``β = 1`` it
+    is plain HMC on the posterior — the report's baseline.
+
+    Parameters
+    ----------
+    target : TemperedGPC
+    z : ndarray, shape (chains, n)
+        The chains' states in whitened coordinates (``target.z_of(f)``).
+    beta : float
+    rng : numpy.random.Generator
+    eps, n_steps : float, int
+        Leapfrog step and steps (not checked here: :func:`ais` checks them).
+
+    Returns
+    -------
+    z : ndarray, shape (chains, n)
+    acceptance : float
+        The mean acceptance probability over chains.
+    """
     p = rng.standard_normal(z.shape)
     logp, grad = target.log_gamma(z, beta)
     h0 = -logp + 0.5 * np.sum(p * p, axis=1)
