@@ -66,6 +66,26 @@ def adaptation_windows(n_tune: int) -> list[tuple[int, int]]:
     return ends
 
 
+def dual_average(ex: dict[str, np.ndarray], prefix: str, c: int, target_accept: float,
+                 accept_prob: float) -> float:
+    """One dual-averaging update of chain ``c``'s log step size; returns the new ``log ε``.
+
+    Hoffman & Gelman (2014), Algorithm 5, lines 9-11 (adaptation iterations m = 1, 2, …), on
+    the entries ``da_m``, ``h_bar``, ``mu``, ``log_eps`` and ``log_eps_bar`` under ``prefix``
+    of ``ex`` (shared by joint HMC and :class:`~lattice_lgm.samplers.manifold.ManifoldMALA`).
+    """
+    m = int(ex[prefix + "da_m"][c]) + 1
+    ex[prefix + "da_m"][c] = m
+    hb = ((1.0 - 1.0 / (m + DA_T0)) * ex[prefix + "h_bar"][c]
+          + (target_accept - accept_prob) / (m + DA_T0))
+    ex[prefix + "h_bar"][c] = hb
+    le = ex[prefix + "mu"][c] - math.sqrt(m) / DA_GAMMA * hb
+    ex[prefix + "log_eps"][c] = le
+    eta = m ** (-DA_KAPPA)
+    ex[prefix + "log_eps_bar"][c] = eta * le + (1.0 - eta) * ex[prefix + "log_eps_bar"][c]
+    return float(le)
+
+
 class _Adaptation:
     """The adaptation state of :class:`~lattice_lgm.samplers.hmc.JointHMC` and its updates."""
 
@@ -190,16 +210,7 @@ class _Adaptation:
         if it > self.n_tune:
             return False
         ended = False
-        # Hoffman & Gelman (2014), Algorithm 5, lines 9-11 (adaptation iterations m = 1, 2, …)
-        m = int(ex[PREFIX + "da_m"][c]) + 1
-        ex[PREFIX + "da_m"][c] = m
-        hb = ((1.0 - 1.0 / (m + DA_T0)) * ex[PREFIX + "h_bar"][c]
-              + (self.target_accept - accept_prob) / (m + DA_T0))
-        ex[PREFIX + "h_bar"][c] = hb
-        le = ex[PREFIX + "mu"][c] - math.sqrt(m) / DA_GAMMA * hb
-        ex[PREFIX + "log_eps"][c] = le
-        eta = m ** (-DA_KAPPA)
-        ex[PREFIX + "log_eps_bar"][c] = eta * le + (1.0 - eta) * ex[PREFIX + "log_eps_bar"][c]
+        le = dual_average(ex, PREFIX, c, self.target_accept, accept_prob)
         # slow windows: Welford's running variance of (u, b) inside the window
         win = next((se for se in self.windows if se[0] < it <= se[1]), None)
         if win is not None:

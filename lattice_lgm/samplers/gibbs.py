@@ -17,6 +17,7 @@ from ..errors import InvalidParameterError
 from .ess import EllipticalSlice, NealMH
 from .hyper import HyperMove
 from .line import LineSlice
+from .manifold import ManifoldMALA
 from .state import LatentState
 
 __all__ = ["Gibbs", "sweep_settings"]
@@ -29,7 +30,7 @@ class Gibbs:
     ----------
     hyper : HyperMove or sequence of HyperMove, optional
         Applied in order once per sweep (none: the hyperparameters stay fixed).
-    latent : EllipticalSlice, NealMH or LineSlice
+    latent : EllipticalSlice, NealMH, LineSlice or ManifoldMALA
         The latent-field update.
     n_latent : int
         Latent updates per sweep (default 10, as the paper).
@@ -42,14 +43,16 @@ class Gibbs:
     """
 
     def __init__(self, hyper: HyperMove | Sequence[HyperMove] | None,
-                 latent: EllipticalSlice | NealMH | LineSlice, *, n_latent: int = 10) -> None:
+                 latent: EllipticalSlice | NealMH | LineSlice | ManifoldMALA, *,
+                 n_latent: int = 10) -> None:
         moves = [] if hyper is None else [hyper] if isinstance(hyper, HyperMove) else list(hyper)
         for m in moves:
             if not isinstance(m, HyperMove):
                 raise InvalidParameterError(f"hyper move {m!r} must be a HyperMove.")
-        if not isinstance(latent, (EllipticalSlice, NealMH, LineSlice)):
+        if not isinstance(latent, (EllipticalSlice, NealMH, LineSlice, ManifoldMALA)):
             raise InvalidParameterError(
-                f"latent={latent!r} must be EllipticalSlice, NealMH or LineSlice.")
+                f"latent={latent!r} must be EllipticalSlice, NealMH, LineSlice or "
+                "ManifoldMALA.")
         if not isinstance(n_latent, int) or n_latent < 0:
             raise InvalidParameterError(f"n_latent={n_latent!r} must be an int >= 0.")
         models = {id(m.model) for m in moves} | {id(latent.model)}
@@ -93,7 +96,9 @@ class Gibbs:
             # the whole block in one call (compiled where the state allows: the same draws)
             state, inf = self.latent.steps(state, rngs, self.n_latent, in_place=owned)
             info["n_loglik"] += inf["n_loglik"]
-            info["angle"] = inf["angle"]
+            for k in ("angle", "accepted", "accept_fraction", "step_size"):
+                if k in inf:
+                    info[k] = inf[k]
             return state, info
         for _ in range(self.n_latent):
             state, inf = self.latent.step(state, rngs, in_place=owned)
