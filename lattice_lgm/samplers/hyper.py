@@ -415,6 +415,9 @@ class HyperMove:
             priors=tuple(ch.prior for ch in out),
             f=np.concatenate([ch.f for ch in out]),
             white=np.concatenate([ch.white for ch in out]),
+            # a copy: a Gibbs sweep's latent moves may then rotate β in place (the caller's
+            # state must not change, and the hyperparameter move itself leaves β alone)
+            beta=state.beta.copy(),
             loglik=np.array([ch.loglik for ch in out]),
         )
         return new, {"accepted": acc, "n_loglik": n_ll, "n_cov": n_cov}

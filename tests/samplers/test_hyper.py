@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from lattice_lgm.covariance import SquaredExponential
 from lattice_lgm.errors import (
     InvalidParameterError,
     ParameterOutOfBoundsError,
@@ -24,6 +25,7 @@ from lattice_lgm.errors import (
 from lattice_lgm.hyperpriors import LogNormal, Normal, PCPriorRange
 from lattice_lgm.likelihoods import Gaussian, Poisson
 from lattice_lgm.models import LatentGaussianModel
+from lattice_lgm.priors import DensePrior
 from lattice_lgm.samplers import (
     EllipticalSlice,
     Gibbs,
@@ -485,3 +487,24 @@ def test_univariate_target_keeps_the_other_coordinates_exact():
             assert prop.theta["sd"] == sd and prop.theta["range"] == theta["range"], r
             assert prop.prior is prior, r
         assert ctx.n_cov == 0, r
+
+
+def test_a_gibbs_sweep_leaves_the_callers_state_alone():
+    """The hyper move's state shares nothing the latent block then rotates in place: with
+    coefficients in the Gaussian block, the input state's β, f and white are unchanged
+    (the move once returned the input's β, which elliptical slice sampling rotated)."""
+    prior = DensePrior(np.linspace(0, 5, 12)[:, None], SquaredExponential(sd=1.0,
+                                                                          lengthscale=1.5))
+    rng = np.random.default_rng(3)
+    x = np.stack([np.ones(12), rng.normal(size=12)])
+    y = 1.0 + 0.5 * x[1] + rng.normal(size=12)
+    model = LatentGaussianModel(prior, Gaussian(y, noise_sd=1.0), covariates=x,
+                                hyperpriors={"sd": LogNormal(0.0, 0.5)})
+    rngs = chain_rngs(4, 3)
+    state = init_state(model, rngs)
+    before = {k: np.array(getattr(state, k)) for k in ("beta", "f", "white")}
+    sweep = Gibbs(HyperMove(model, "prior-white"), EllipticalSlice(model), n_latent=3)
+    new, _ = sweep.step(state, rngs)
+    for k, v in before.items():
+        np.testing.assert_array_equal(getattr(state, k), v, err_msg=k)
+    assert not np.array_equal(new.beta, before["beta"])
