@@ -7,7 +7,9 @@ of ``tune`` warm-up and ``draws`` kept sweeps from EP's ``q`` (as ``sample()`` s
 seeds ``0 … chains − 1``, in one process under a one-thread budget; ``ess`` is
 ``n_latent = 10`` elliptical slice updates per sweep.  ESS: ArviZ's bulk ESS per coordinate of
 ``f`` over all chains (minimum and median) and of the log-likelihood; per second of the kept
-sweeps' wall time (the warm-up's time is reported apart).
+sweeps' wall time (the warm-up's time is reported apart).  Convergence: the largest R-hat over
+``f``, and each method's posterior means of ``f`` against the elliptical slice sampler's in
+combined Monte Carlo standard errors (``max_z_vs_ess``).
 
 Usage::
 
@@ -64,12 +66,17 @@ def run(model: GPClassification, method: str, chains: int, tune: int, draws: int
     f = np.stack(fs, axis=1)                   # (chains, draws, n)
     ess = np.array([float(az.ess(f[:, :, i], method="bulk")) for i in range(f.shape[2])])
     ll_ess = float(az.ess(np.stack(lls, axis=1), method="bulk"))
+    rhat = np.array([np.asarray(az.rhat(f[:, :, i])).item() for i in range(f.shape[2])])
+    mcse = np.array([np.asarray(az.mcse(f[:, :, i], method="mean")).item()
+                     for i in range(f.shape[2])])
     secs = t2 - t1
     return {"method": method, "sampler": sampler, "tune_s": t1 - t0, "draws_s": secs,
             "min_ess": float(ess.min()), "median_ess": float(np.median(ess)),
             "loglik_ess": ll_ess, "min_ess_per_s": float(ess.min()) / secs,
             "median_ess_per_s": float(np.median(ess)) / secs,
-            "mean_accept": float(np.nanmean(acc)),
+            "max_rhat": float(rhat.max()), "mean_f": f.mean(axis=(0, 1)).tolist(),
+            "mcse_f": mcse.tolist(),
+            "mean_accept": float(np.nanmean(acc)) if np.isfinite(acc).any() else None,
             "step_size": np.asarray(info.get("step_size", np.nan)).tolist()}
 
 
@@ -93,6 +100,16 @@ def main() -> None:
             row = run(model, method, a.chains, a.tune, a.draws, sampler)
             rows.append(row)
             print(json.dumps(row), flush=True)
+    # agreement between methods: the largest |difference of posterior means of f_i| in
+    # combined Monte Carlo errors, of each method against the elliptical slice sampler
+    ref = next((r for r in rows if r["method"] == "ess"), None)
+    for r in rows:
+        if ref is not None and r is not ref:
+            z = np.abs(np.subtract(r["mean_f"], ref["mean_f"])) / np.hypot(r["mcse_f"],
+                                                                            ref["mcse_f"])
+            r["max_z_vs_ess"] = float(z.max())
+            print(r["method"], r["sampler"], "max |z| of mean f vs ess:", round(float(z.max()), 2),
+                  "max R-hat:", round(r["max_rhat"], 3), flush=True)
     out = {"n": a.n, "chains": a.chains, "tune": a.tune, "draws": a.draws, "rows": rows,
            "machine": platform.processor() or platform.machine(),
            "loadavg": os.getloadavg()}
