@@ -219,6 +219,8 @@ def test_malformed_overrides(tmp_path, data_dir, override, message):
     ("[sampling]\nrepresentation = 'surr-site'\n",
      "sampling.representation = 'surr-site' is not available with model.backend = "
      "'circulant'"),
+    ("[sampling]\nrepresentation = 'rmhmc'\n",
+     "sampling.representation = 'rmhmc' is a sampler of model.family = \"gpc\""),
     ("[model]\nnu_t = 1.5\n", "model.nu_t = 1.5 is for space-time models"),
     ("[model]\nbackend = 'gmrf'\nnu = 1.5\n",
      "model.nu = 1.5 is the Matérn smoothness of the circulant and dense backends; "

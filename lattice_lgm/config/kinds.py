@@ -157,7 +157,8 @@ def _table(value: Kind) -> Kind:
 
 
 #: model families known by a short name (``model.family``), beside "package.module:Class"
-FAMILIES = {"gpds": "lattice_lgm.gpds.lattice:LatticeGPDS"}
+FAMILIES = {"gpds": "lattice_lgm.gpds.lattice:LatticeGPDS",
+            "gpc": "lattice_lgm.gpc.model:GPClassification"}
 
 
 def _family() -> Kind:
@@ -167,7 +168,7 @@ def _family() -> Kind:
             raise _Bad
         return v
 
-    return Kind('"lgcp", "gpds", or "package.module:Class"', check)
+    return Kind('"lgcp", "gpds", "gpc", or "package.module:Class"', check)
 
 
 def _free_table() -> Kind:

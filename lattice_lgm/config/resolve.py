@@ -243,6 +243,11 @@ def _lgcp_checks(out: dict[str, Any]) -> None:
         m["nu"] = DEFAULT_NU if m["nu"] is None else m["nu"]
     if rep == "auto":  # the resolved config (stored with a run) names the method in force
         rep = s["representation"] = default_method_for(backend)
+    if rep not in SAMPLER_METHODS and rep not in REPRESENTATIONS:  # GP classification's
+        raise ConfigError(
+            f"sampling.representation = {rep!r} is a sampler of model.family = \"gpc\"; an "
+            "LGCP takes 'auto', one of "
+            f"{[*SAMPLER_METHODS, *REPRESENTATIONS]}.")
     if rep in SAMPLER_METHODS:
         if backend not in SAMPLER_METHODS[rep]:
             ok = [r for r, b in (*SAMPLER_METHODS.items(), *REPRESENTATIONS.items())

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..covariates import METHODS as REGRID_METHODS
+from ..gpc.model import METHODS as GPC_METHODS
 from ..models.lgcp import (
     BACKENDS,
     DEFAULT_ALPHA,
@@ -148,7 +149,10 @@ SCHEMA: tuple[Section, ...] = (
     Section("model", "the model: the log-Gaussian Cox process (lattice_lgm.LGCP) by default", (
         Key("family", _family(), "lgcp",
             "\"lgcp\", \"gpds\" (the Gaussian process density sampler on a lattice, "
-            "lattice_lgm.gpds.lattice.LatticeGPDS), or \"package.module:Class\" of another "
+            "lattice_lgm.gpds.lattice.LatticeGPDS), \"gpc\" (probit GP classification, "
+            "lattice_lgm.gpc.GPClassification: data.points a CSV of features and a 0/1 label "
+            "column; model.options label, features, sd, lengthscale, jitter, standardise, "
+            "sampler), or \"package.module:Class\" of another "
             "model family: a class whose "
             "from_config(config) builds a model implementing lattice_lgm._runview.RunView "
             "(the keys below are the LGCP's; a family reads data.* and model.options)"),
@@ -210,12 +214,14 @@ SCHEMA: tuple[Section, ...] = (
         Key("checkpoint_every", _int(1), None,
             "stored draws per chunk and between checkpoints (unset: the runner's default)",
             example=100),
-        Key("representation", _choice(("auto", *SAMPLER_METHODS, *REPRESENTATIONS)),
+        Key("representation", _choice(tuple(dict.fromkeys(
+            ("auto", *SAMPLER_METHODS, *REPRESENTATIONS, *GPC_METHODS)))),
             _RUN["representation"],
             "the sampler: 'auto' (the backend's measured default: 'hmc' on circulant and "
             "gmrf, 'prior-white' on dense), 'hmc' (joint HMC, circulant and gmrf), 'asis' "
             "(interweaving; gmrf, dense, and circulant kernels with a fixed-f move), or a "
-            "Murray–Adams representation of the hyperparameter move"),
+            "Murray–Adams representation of the hyperparameter move; with model.family = "
+            "\"gpc\": 'auto' (ess), 'rmhmc', 'hmc' (plain HMC on f) or 'ess'"),
         Key("n_latent", _int(1), _RUN["n_latent"],
             "elliptical slice updates of the field per sweep"),
         Key("chains_per_task", _int(1), _RUN["chains_per_task"],

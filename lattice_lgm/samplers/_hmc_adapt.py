@@ -8,11 +8,18 @@ non-centring for ``field="scalar"`` / ``"pncp"``: per chain, in ``LatentState.ex
 :class:`_Adaptation` is a mixin of :class:`~lattice_lgm.samplers.hmc.JointHMC`, whose
 attributes (``n_tune``, ``target_accept``, ``windows``, ``metric``, ``n_h``, ``field``, ...)
 and Hamiltonian (:class:`~lattice_lgm.samplers._hmc_dynamics._Dynamics`) it uses.
+
+The arithmetic itself — the dual-averaging state (:func:`adaptation_extras`), one warm-up
+iteration (:func:`adapt_step`) and the first step size (:func:`initial_step_size`) — is in
+module-level functions over a chain's ``extras`` under any prefix, so that other HMC moves
+(the GP classifier's HMC and RMHMC sweeps, :mod:`lattice_lgm.gpc.sweeps`) adapt with the
+same code, each under its own prefix.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -66,13 +73,50 @@ def adaptation_windows(n_tune: int) -> list[tuple[int, int]]:
     return ends
 
 
+def adaptation_extras(n: int, step_size: float, inv_mass: float, n_h: int,
+                      metric: str = "diag", prefix: str = PREFIX) -> dict[str, np.ndarray]:
+    """Fresh dual-averaging and mass-window state of ``n`` chains, keys under ``prefix``.
+
+    Parameters
+    ----------
+    n : int
+        Chains.
+    step_size : float
+        The first step size (dual averaging's ``μ = log(10 ε₀)``).
+    inv_mass : float
+        Initial inverse mass of each of the ``n_h`` coordinates.
+    n_h : int
+        Coordinates whose mass adapts (0: the step size only).
+    metric : {"diag", "dense"}
+    prefix : str
+
+    Returns
+    -------
+    dict of str to ndarray
+        ``iter``, ``log_eps``, ``log_eps_bar``, ``h_bar``, ``mu``, ``da_m`` (n,), ``inv_mass``
+        (n, n_h) or (n, n_h, n_h), ``win_n`` (n,), ``win_mean`` (n, n_h), ``win_m2``.
+    """
+    le = math.log(step_size)
+    diag = metric == "diag"
+    return {prefix + "iter": np.zeros(n, np.int64),
+            prefix + "log_eps": np.full(n, le), prefix + "log_eps_bar": np.zeros(n),
+            prefix + "h_bar": np.zeros(n), prefix + "mu": np.full(n, math.log(10) + le),
+            prefix + "da_m": np.zeros(n, np.int64),
+            prefix + "inv_mass": (np.full((n, n_h), inv_mass) if diag else
+                                  np.tile(inv_mass * np.eye(n_h), (n, 1, 1))),
+            prefix + "win_n": np.zeros(n, np.int64),
+            prefix + "win_mean": np.zeros((n, n_h)),
+            prefix + "win_m2": np.zeros((n, n_h) if diag else (n, n_h, n_h))}
+
+
 def dual_average(ex: dict[str, np.ndarray], prefix: str, c: int, target_accept: float,
                  accept_prob: float) -> float:
     """One dual-averaging update of chain ``c``'s log step size; returns the new ``log ε``.
 
     Hoffman & Gelman (2014), Algorithm 5, lines 9-11 (adaptation iterations m = 1, 2, …), on
     the entries ``da_m``, ``h_bar``, ``mu``, ``log_eps`` and ``log_eps_bar`` under ``prefix``
-    of ``ex`` (shared by joint HMC and :class:`~lattice_lgm.samplers.manifold.ManifoldMALA`).
+    of ``ex`` (shared by joint HMC, :class:`~lattice_lgm.samplers.manifold.ManifoldMALA`
+    and the GP classifier's sweeps through :func:`adapt_step`).
     """
     m = int(ex[prefix + "da_m"][c]) + 1
     ex[prefix + "da_m"][c] = m
@@ -86,26 +130,86 @@ def dual_average(ex: dict[str, np.ndarray], prefix: str, c: int, target_accept: 
     return float(le)
 
 
+def initial_step_size(log_accept: Callable[[float], float], eps: float) -> float:
+    """A first step size by Hoffman & Gelman (2014), Algorithm 4.
+
+    Double or halve ``eps`` until one leapfrog step's acceptance probability
+    (``exp(log_accept(eps))``) crosses 1/2 (at most 40 times).
+    """
+    la = log_accept(eps)
+    direction = 1.0 if la > math.log(0.5) else -1.0
+    for _ in range(40):
+        if direction * la <= -direction * math.log(2.0):
+            break
+        eps *= 2.0 ** direction
+        la = log_accept(eps)
+    return eps
+
+
+def adapt_step(ex: dict[str, np.ndarray], c: int, accept_prob: float, x: np.ndarray, *,
+               n_tune: int, target_accept: float, windows: Sequence[tuple[int, int]],
+               metric: str = "diag", prefix: str = PREFIX) -> bool:
+    """One warm-up iteration of chain ``c``: dual averaging of ε, the windowed mass.
+
+    Hoffman & Gelman (2014), Algorithm 5 (lines 9-11) on ``log ε``, and Stan's slow windows:
+    Welford's running variance of ``x`` (the position after the transition) inside each
+    window, the inverse mass set to its regularised value at the window's end and dual
+    averaging restarted there; at the last warm-up iteration ``log ε`` becomes its average
+    ``log ε̄``.  Edits ``ex`` (made by :func:`adaptation_extras`) in place; counts every call
+    in ``iter`` and adapts only while ``iter <= n_tune``.
+
+    Returns
+    -------
+    bool
+        Whether a slow window ended (the inverse mass changed).
+    """
+    it = int(ex[prefix + "iter"][c]) + 1
+    ex[prefix + "iter"][c] = it
+    if it > n_tune:
+        return False
+    ended = False
+    le = dual_average(ex, prefix, c, target_accept, accept_prob)
+    # slow windows: Welford's running variance of x inside the window
+    win = next((se for se in windows if se[0] < it <= se[1]), None)
+    if win is not None:
+        k = int(ex[prefix + "win_n"][c]) + 1
+        ex[prefix + "win_n"][c] = k
+        d = x - ex[prefix + "win_mean"][c]
+        ex[prefix + "win_mean"][c] += d / k
+        d2 = x - ex[prefix + "win_mean"][c]
+        ex[prefix + "win_m2"][c] += d * d2 if metric == "diag" else np.outer(d, d2)
+        if it == win[1]:
+            ended = True
+            var = ex[prefix + "win_m2"][c] / max(k - 1, 1)   # variances or covariance
+            if metric == "dense":  # symmetric exactly (Welford's outer products
+                var = 0.5 * (var + var.T)  # are not, to round-off)
+            # Stan's regularisation towards 1e-3 (n/(n+5) var + 1e-3 · 5/(n+5))
+            reg = 1e-3 * (5.0 / (k + 5.0))
+            ex[prefix + "inv_mass"][c] = (k / (k + 5.0)) * var + (
+                reg if metric == "diag" else reg * np.eye(len(x)))
+            ex[prefix + "win_n"][c] = 0
+            ex[prefix + "win_mean"][c] = 0.0
+            ex[prefix + "win_m2"][c] = 0.0
+            # restart dual averaging at the current step size
+            ex[prefix + "mu"][c] = math.log(10.0) + le
+            ex[prefix + "da_m"][c] = 0
+            ex[prefix + "h_bar"][c] = 0.0
+            ex[prefix + "log_eps_bar"][c] = 0.0
+    if it == n_tune:
+        ex[prefix + "log_eps"][c] = ex[prefix + "log_eps_bar"][c]
+    return ended
+
+
 class _Adaptation:
     """The adaptation state of :class:`~lattice_lgm.samplers.hmc.JointHMC` and its updates."""
 
     def init_extras(self, n: int) -> dict[str, np.ndarray]:
         """Fresh adaptation state for ``n`` chains."""
-        le = math.log(self.step_size)
-        return {PREFIX + "iter": np.zeros(n, np.int64),
-                PREFIX + "log_eps": np.full(n, le), PREFIX + "log_eps_bar": np.zeros(n),
-                PREFIX + "h_bar": np.zeros(n), PREFIX + "mu": np.full(n, math.log(10) + le),
-                PREFIX + "da_m": np.zeros(n, np.int64),
-                PREFIX + "inv_mass": (np.full((n, self.n_h), self.inv_mass)
-                                      if self.metric == "diag" else
-                                      np.tile(self.inv_mass * np.eye(self.n_h), (n, 1, 1))),
-                PREFIX + "win_n": np.zeros(n, np.int64),
-                PREFIX + "win_mean": np.zeros((n, self.n_h)),
-                PREFIX + "win_m2": np.zeros((n, self.n_h) if self.metric == "diag"
-                                            else (n, self.n_h, self.n_h)),
-                PREFIX + "mass_p": np.zeros(n),
-                PREFIX + "mass_u": np.zeros((n, len(self.names))),
-                PREFIX + "centred": np.zeros(n, np.int64)}
+        ex = adaptation_extras(n, self.step_size, self.inv_mass, self.n_h, self.metric)
+        ex.update({PREFIX + "mass_p": np.zeros(n),
+                   PREFIX + "mass_u": np.zeros((n, len(self.names))),
+                   PREFIX + "centred": np.zeros(n, np.int64)})
+        return ex
 
     def _extras(self, state: LatentState) -> dict[str, np.ndarray]:
         ex = dict(state.extras or {})
@@ -187,13 +291,7 @@ class _Adaptation:
             e1, new = self._energy(u, b, z, theta0, prior0, wk) if ok else (math.inf, None)
             return -math.inf if new is None else h0 - (e1 + kinetic(rh, rz))
 
-        la = log_a(eps)
-        direction = 1.0 if la > math.log(0.5) else -1.0
-        for _ in range(40):
-            if direction * la <= -direction * math.log(2.0):
-                break
-            eps *= 2.0 ** direction
-            la = log_a(eps)
+        eps = initial_step_size(log_a, eps)
         le = math.log(eps)
         ex[PREFIX + "log_eps"][c] = le
         ex[PREFIX + "mu"][c] = math.log(10.0) + le
@@ -205,38 +303,6 @@ class _Adaptation:
 
         Returns whether a slow window ended (the caller then re-centres the field's mass).
         """
-        it = int(ex[PREFIX + "iter"][c]) + 1
-        ex[PREFIX + "iter"][c] = it
-        if it > self.n_tune:
-            return False
-        ended = False
-        le = dual_average(ex, PREFIX, c, self.target_accept, accept_prob)
-        # slow windows: Welford's running variance of (u, b) inside the window
-        win = next((se for se in self.windows if se[0] < it <= se[1]), None)
-        if win is not None:
-            k = int(ex[PREFIX + "win_n"][c]) + 1
-            ex[PREFIX + "win_n"][c] = k
-            d = x - ex[PREFIX + "win_mean"][c]
-            ex[PREFIX + "win_mean"][c] += d / k
-            d2 = x - ex[PREFIX + "win_mean"][c]
-            ex[PREFIX + "win_m2"][c] += d * d2 if self.metric == "diag" else np.outer(d, d2)
-            if it == win[1]:
-                ended = True
-                var = ex[PREFIX + "win_m2"][c] / max(k - 1, 1)   # variances or covariance
-                if self.metric == "dense":  # symmetric exactly (Welford's outer products
-                    var = 0.5 * (var + var.T)  # are not, to round-off)
-                # Stan's regularisation towards 1e-3 (n/(n+5) var + 1e-3 · 5/(n+5))
-                reg = 1e-3 * (5.0 / (k + 5.0))
-                ex[PREFIX + "inv_mass"][c] = (k / (k + 5.0)) * var + (
-                    reg if self.metric == "diag" else reg * np.eye(self.n_h))
-                ex[PREFIX + "win_n"][c] = 0
-                ex[PREFIX + "win_mean"][c] = 0.0
-                ex[PREFIX + "win_m2"][c] = 0.0
-                # restart dual averaging at the current step size
-                ex[PREFIX + "mu"][c] = math.log(10.0) + le
-                ex[PREFIX + "da_m"][c] = 0
-                ex[PREFIX + "h_bar"][c] = 0.0
-                ex[PREFIX + "log_eps_bar"][c] = 0.0
-        if it == self.n_tune:
-            ex[PREFIX + "log_eps"][c] = ex[PREFIX + "log_eps_bar"][c]
-        return ended
+        return adapt_step(ex, c, accept_prob, x, n_tune=self.n_tune,
+                          target_accept=self.target_accept, windows=self.windows,
+                          metric=self.metric)

@@ -54,7 +54,7 @@ from .._validation import positive_float
 from ..errors import InvalidParameterError, SamplerError
 from ..models.latent import LatentGaussianModel
 from ..priors import _cholmod
-from ._hmc_adapt import adaptation_windows, dual_average
+from ._hmc_adapt import adaptation_extras, adaptation_windows, dual_average
 from ._latent import loglik_at
 from .state import LatentState
 
@@ -156,14 +156,13 @@ class ManifoldMALA:
     def init_extras(self, state: LatentState) -> dict[str, np.ndarray]:
         """Fresh per-chain state: ``ε``, dual averaging, the metric's ``w`` and its running sum."""
         n, n_obs = state.n_chains, self.model.likelihood.n_obs
-        le = math.log(self.step_size)
         w = np.stack([self._curvature(self._eta_obs(state, c)) for c in range(n)])
-        return {PREFIX + "iter": np.zeros(n, np.int64), PREFIX + "log_eps": np.full(n, le),
-                PREFIX + "log_eps_bar": np.zeros(n), PREFIX + "h_bar": np.zeros(n),
-                PREFIX + "mu": np.full(n, math.log(10.0) + le),
-                PREFIX + "da_m": np.zeros(n, np.int64), PREFIX + "w": w,
-                PREFIX + "w_version": np.zeros(n, np.int64),
-                PREFIX + "w_sum": np.zeros((n, n_obs)), PREFIX + "w_n": np.zeros(n, np.int64)}
+        # the step size's dual-averaging state as joint HMC's (no mass adapts: n_h = 0)
+        ex = adaptation_extras(n, self.step_size, 1.0, 0, prefix=PREFIX)
+        ex.update({PREFIX + "w": w, PREFIX + "w_version": np.zeros(n, np.int64),
+                   PREFIX + "w_sum": np.zeros((n, n_obs)),
+                   PREFIX + "w_n": np.zeros(n, np.int64)})
+        return ex
 
     def _extras(self, state: LatentState) -> dict[str, np.ndarray]:
         ex = dict(state.extras or {})
