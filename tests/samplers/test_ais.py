@@ -157,3 +157,14 @@ def test_bad_inputs_are_refused():
         geometric_schedule(0)
     with pytest.raises(InvalidParameterError, match="betas"):
         ais(t, rng, betas=[0.0, np.nan, 1.0])
+
+
+def test_a_diverging_hmc_transition_is_rejected_not_raised():
+    """A step far too large sends trajectories to inf/NaN: those chains keep their state."""
+    from lattice_lgm.samplers.ais import hmc_transition
+
+    t = TemperedGPC(K2 * 1e3 + np.eye(2), Y2)
+    z = np.random.default_rng(0).standard_normal((4, 2))
+    new, acc = hmc_transition(t, z, 1.0, np.random.default_rng(1), 1e6, 20)
+    np.testing.assert_array_equal(new, z)
+    assert acc == 0.0
