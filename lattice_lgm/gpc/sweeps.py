@@ -55,7 +55,7 @@ from ..samplers._hmc_adapt import (
     initial_step_size,
 )
 from ..samplers._latent import loglik_at
-from ..samplers.rmhmc import N_FIXED, RMHMCInfo, rmhmc_step
+from ..samplers.rmhmc import N_FIXED, rmhmc_step
 from ..samplers.state import LatentState
 
 __all__ = ["HMC_PREFIX", "RMHMC_PREFIX", "HMCSweep", "RMHMCSweep"]
@@ -73,6 +73,9 @@ MAX_ENERGY_ERROR = 1000.0
 #: 10 steps did as badly as 20 in twice less time (neither mixes on that problem)
 RMHMC_STEP_SIZE, RMHMC_N_LEAPFROG = 0.5, 6
 HMC_STEP_SIZE, HMC_N_LEAPFROG = 0.1, 10
+#: HMC's coordinates by default: the prior-whitened z = L⁻¹ f (benchmarks/perf/gpc_samplers.py
+#: and benchmarks/papers/rmhmc.py: in f with a diagonal mass HMC did not mix, R-hat 2.5)
+HMC_COORDS = "white"
 #: what a run stores of a sweep's info, under ArviZ's names (decision 99)
 SAMPLE_STATS = (("acceptance_rate", "accept_prob", "f8"), ("step_size", "step_size", "f8"),
                 ("energy_error", "energy_error", "f8"), ("n_steps", "n_steps", "i8"),
@@ -227,29 +230,30 @@ class RMHMCSweep(_GPCSweep):
 
     def _transition(self, f, rng, c, ex):
         eps = math.exp(ex[self.prefix + "log_eps"][c])
-        try:
-            new, inf = rmhmc_step(self.model.target, f, rng, step_size=eps,
-                                  n_leapfrog=self.n_leapfrog, n_fixed=self.n_fixed)
-        except ValueError as exc:
-            # a trajectory that reached non-finite values fails scipy's finiteness check
-            # inside rmhmc_step (which catches only LinAlgError): a divergence, rejected
-            if "infs or NaNs" not in str(exc):
-                raise
-            new, inf = f, RMHMCInfo(0.0, False, math.inf)
+        # a trajectory that reaches non-finite values is rejected inside rmhmc_step
+        new, inf = rmhmc_step(self.model.target, f, rng, step_size=eps,
+                              n_leapfrog=self.n_leapfrog, n_fixed=self.n_fixed)
         err = inf.energy_error
         divergent = not (math.isfinite(err) and err < MAX_ENERGY_ERROR)
         adapt_step(ex, c, inf.accept_prob, new, n_tune=self.tune,
                    target_accept=self.target_accept, windows=(), prefix=self.prefix)
-        # metric evaluations (a Cholesky of B each): the momentum, H at both ends, and per
-        # leapfrog step one at f, n_fixed in the position's fixed point, one at f′
-        n_eval = 3 + self.n_leapfrog * (self.n_fixed + 2)
+        # metric factorisations (a Cholesky of B each, decision 111): one at the start, and
+        # per leapfrog step n_fixed in the position's fixed point and one at f′ (which the
+        # next step and the final H reuse)
+        n_eval = 1 + self.n_leapfrog * (self.n_fixed + 1)
         return new, {"accept_prob": inf.accept_prob, "accepted": int(inf.accepted),
                      "step_size": eps, "energy_error": err, "n_steps": self.n_leapfrog,
                      "divergent": int(divergent), "n_loglik": n_eval}
 
 
 class HMCSweep(_GPCSweep):
-    """One HMC transition of ``f`` per chain with a diagonal mass (module docstring).
+    """One HMC transition per chain with a diagonal mass (module docstring).
+
+    ``coords="white"`` (default) moves ``z = L⁻¹ f`` (``L`` the prior's Cholesky factor):
+    there the prior is ``N(0, I)`` and a diagonal mass in ``z`` is the dense mass ``K⁻¹``
+    scaled per direction in ``f`` — the tuned mass matrix the report's baseline needs on a
+    correlated prior.  ``coords="f"`` moves ``f`` itself (the report's §2.1 example of a
+    diagonal mass failing on correlated variables: ``K``'s condition number sets the step).
 
     Parameters
     ----------
@@ -264,6 +268,8 @@ class HMCSweep(_GPCSweep):
         diagonal mass (the inverse of ``f``'s warm-up variance).  Before the first window
         ends (and with ``tune == 0``) the inverse mass is ``diag(K)``, ``f``'s prior variance.
     target_accept : float
+    coords : {"white", "f"}
+        The coordinates HMC moves (above); the mass adapts in them.
     """
 
     name = "hmc"
@@ -271,19 +277,37 @@ class HMCSweep(_GPCSweep):
 
     def __init__(self, model: Any, *, step_size: float = HMC_STEP_SIZE,
                  n_leapfrog: int = HMC_N_LEAPFROG, tune: int = 0,
-                 target_accept: float = TARGET_ACCEPT) -> None:
+                 target_accept: float = TARGET_ACCEPT, coords: str = HMC_COORDS) -> None:
         super().__init__(model, step_size=step_size, n_leapfrog=n_leapfrog, tune=tune,
                          target_accept=target_accept)
+        if coords not in ("white", "f"):
+            raise InvalidParameterError(
+                f"coords={coords!r} must be 'white' (z = L⁻¹ f, the default) or 'f'.")
+        self.coords = coords
         self.windows = adaptation_windows(self.tune)
+
+    def settings(self) -> dict[str, Any]:
+        """Every setting that changes this sweep's draws, JSON-ready."""
+        return {**super().settings(), "coords": self.coords}
 
     def _fresh(self, n: int) -> dict[str, np.ndarray]:
         ex = adaptation_extras(n, self.step_size, 1.0, self.model.n, prefix=self.prefix)
-        ex[self.prefix + "inv_mass"][:] = np.diag(self.model.K)
+        if self.coords == "f":  # f's prior variance; in z the prior's is 1
+            ex[self.prefix + "inv_mass"][:] = np.diag(self.model.K)
         return ex
+
+    def _log_target(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        """``log p(f | y)`` and its gradient in the moved coordinates (``f = L z``: the
+        Jacobian is constant; ``∇_z = Lᵀ ∇_f``).
+        """
+        if self.coords == "f":
+            return self.model.target.log_target(x)
+        value, grad = self.model.target.log_target(self.model.chol @ x)
+        return value, self.model.chol.T @ grad
 
     def _leapfrog(self, f, p, grad, eps, n_steps, inv_m):
         """``n_steps`` leapfrog steps (the report's eq. 9) of ``U = −log p(f | y)``."""
-        log_target = self.model.target.log_target
+        log_target = self._log_target
         for _ in range(n_steps):
             p = p + 0.5 * eps * grad
             f = f + eps * inv_m * p
@@ -292,9 +316,17 @@ class HMCSweep(_GPCSweep):
         return f, p, value, grad
 
     def _transition(self, f, rng, c, ex):
+        if self.coords == "white":
+            z = linalg.solve_triangular(self.model.chol, f, lower=True, check_finite=False)
+            z, info = self._move(z, rng, c, ex)
+            return self.model.chol @ z, info
+        return self._move(f, rng, c, ex)
+
+    def _move(self, f, rng, c, ex):
+        """The transition in the moved coordinates (``f`` here is ``z`` when white)."""
         P = self.prefix
         inv_m = ex[P + "inv_mass"][c]
-        value0, grad0 = self.model.target.log_target(f)
+        value0, grad0 = self._log_target(f)
         p0 = rng.standard_normal(len(f)) / np.sqrt(inv_m)      # p ~ N(0, M)
         h0 = -value0 + 0.5 * float(np.sum(inv_m * p0 * p0))
         n_eval = 1

@@ -107,6 +107,8 @@ def test_sweep_settings_are_checked(model):
         HMCSweep(model, n_leapfrog=0)
     with pytest.raises(InvalidParameterError, match="target_accept"):
         HMCSweep(model, target_accept=1.0)
+    with pytest.raises(InvalidParameterError, match="coords='z'"):
+        HMCSweep(model, coords="z")
     with pytest.raises(InvalidParameterError, match="lacks"):
         RMHMCSweep(object())
     assert isinstance(model.default_sweep("ess", 3), Gibbs)
