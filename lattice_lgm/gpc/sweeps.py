@@ -297,8 +297,9 @@ class HMCSweep(_GPCSweep):
         return ex
 
     def _log_target(self, x: np.ndarray) -> tuple[float, np.ndarray]:
-        """``log p(f | y)`` and its gradient in the moved coordinates (``f = L z``: the
-        Jacobian is constant; ``∇_z = Lᵀ ∇_f``).
+        """``log p(f | y)`` and its gradient in the moved coordinates.
+
+        With ``f = L z`` the Jacobian is constant and ``∇_z = Lᵀ ∇_f``.
         """
         if self.coords == "f":
             return self.model.target.log_target(x)
