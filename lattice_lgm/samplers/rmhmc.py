@@ -123,13 +123,13 @@ class RiemannGPC:
         ll = float(self.lik.loglik(f[None])[0])
         value = (-0.5 * (1.0 - b) * (r @ kr + np.sum(self.tau * r * r))
                  - 0.5 * b * (f @ kf) + b * ll)
-        grad = -(1.0 - b) * (kr + self.tau * r) - b * kf + b * self.lik.grad(f[None])[0]
+        grad = -(1.0 - b) * (kr + self.tau * r) - b * kf + b * self.lik.obs_derivative(f, 1)
         return value, grad
 
     def metric_diag(self, f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``d(f)`` with ``G = K⁻¹ + diag(d)``, and ``∂d_i/∂f_i = β λ'_i`` (eqs. 16–17)."""
-        lam = -self.lik.hess_diag(f[None])[0]
-        dlam = -self.lik.third_diag(f[None])[0]
+        lam = -self.lik.obs_derivative(f, 2)  # every site observed, in order
+        dlam = -self.lik.obs_derivative(f, 3)
         return (1.0 - self.beta) * self.tau + self.beta * lam, self.beta * dlam
 
     def _chol_b(self, root: np.ndarray) -> np.ndarray:

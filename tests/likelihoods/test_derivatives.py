@@ -119,3 +119,18 @@ def test_log_normal_cdf_matches_scipy_log_ndtr():
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=0)
     np.testing.assert_allclose(log_normal_cdf_np(z), expected, rtol=1e-12, atol=0)
     assert np.isfinite(log_normal_cdf(-40.0)) and log_normal_cdf(-40.0) < -800
+
+
+def test_one_chains_derivatives_at_the_observed_sites_are_the_lattice_ones():
+    """``obs_derivative`` (serial, one chain) equals grad/hess_diag/third_diag there."""
+    from lattice_lgm.errors import InvalidParameterError
+
+    lik = Bernoulli(np.array([1.0, 0.0, 0.0, 1.0]), link="probit",
+                    mask=np.array([True, True, False, True]))
+    eta = np.array([[0.3, -1.2, 0.5, 4.0]])
+    for order, full in ((1, lik.grad), (2, lik.hess_diag), (3, lik.third_diag)):
+        want = full(eta)[0][lik.obs_index]
+        np.testing.assert_allclose(lik.obs_derivative(eta[0, lik.obs_index], order), want,
+                                   rtol=1e-14)
+    with pytest.raises(InvalidParameterError, match="order=4"):
+        lik.obs_derivative(eta[0, lik.obs_index], 4)
