@@ -59,7 +59,7 @@ DEFAULT_METHOD = "ess"
 #: defaults of the kernel and the jitter
 DEFAULT_SD, DEFAULT_LENGTHSCALE, DEFAULT_JITTER = 1.0, 1.0, 1e-6
 #: the sweeps' settings a model takes (``sampler=``, ``model.options.sampler``)
-SAMPLER_KEYS = ("step_size", "n_leapfrog", "target_accept")
+SAMPLER_KEYS = ("step_size", "n_leapfrog", "target_accept", "coords")
 #: ``model.options`` keys of ``from_config``
 OPTION_KEYS = ("label", "features", "sd", "lengthscale", "jitter", "standardise", "sampler")
 
@@ -110,7 +110,8 @@ class GPClassification:
         is centred only).
     sampler : mapping, optional
         Settings of the ``"rmhmc"`` and ``"hmc"`` sweeps: ``step_size``, ``n_leapfrog``,
-        ``target_accept`` (their defaults otherwise).
+        ``target_accept`` (their defaults otherwise); ``coords`` of the ``"hmc"`` sweep
+        (:class:`~lattice_lgm.gpc.sweeps.HMCSweep`).
 
     Attributes
     ----------
@@ -211,7 +212,7 @@ class GPClassification:
         ``label`` (the label column, default ``"y"``), ``features`` (the input columns,
         default every other column), ``sd`` (1.0), ``lengthscale`` (1.0, or one per feature),
         ``jitter`` (1e-6), ``standardise`` (false), ``sampler`` (a table of ``step_size``,
-        ``n_leapfrog``, ``target_accept`` for the rmhmc and hmc sweeps).
+        ``n_leapfrog``, ``target_accept`` for the rmhmc and hmc sweeps, ``coords`` for hmc).
         """
         import pandas as pd
 
@@ -324,8 +325,9 @@ class GPClassification:
         the warm-up over which the HMC sweeps adapt.
         """
         rep = DEFAULT_METHOD if representation == "auto" else representation
+        common = {k: v for k, v in self.sampler.items() if k != "coords"}
         if rep == "rmhmc":
-            return RMHMCSweep(self, tune=tune, **self.sampler)
+            return RMHMCSweep(self, tune=tune, **common)
         if rep == "hmc":
             return HMCSweep(self, tune=tune, **self.sampler)
         if rep == "ess":

@@ -76,6 +76,7 @@ HMC_STEP_SIZE, HMC_N_LEAPFROG = 0.1, 10
 #: HMC's coordinates by default: the prior-whitened z = L⁻¹ f (benchmarks/perf/gpc_samplers.py
 #: and benchmarks/papers/rmhmc.py: in f with a diagonal mass HMC did not mix, R-hat 2.5)
 HMC_COORDS = "white"
+HMC_COORDS_ALL = ("white", "ep", "f")
 #: what a run stores of a sweep's info, under ArviZ's names (decision 99)
 SAMPLE_STATS = (("acceptance_rate", "accept_prob", "f8"), ("step_size", "step_size", "f8"),
                 ("energy_error", "energy_error", "f8"), ("n_steps", "n_steps", "i8"),
@@ -249,11 +250,14 @@ class RMHMCSweep(_GPCSweep):
 class HMCSweep(_GPCSweep):
     """One HMC transition per chain with a diagonal mass (module docstring).
 
-    ``coords="white"`` (default) moves ``z = L⁻¹ f`` (``L`` the prior's Cholesky factor):
-    there the prior is ``N(0, I)`` and a diagonal mass in ``z`` is the dense mass ``K⁻¹``
-    scaled per direction in ``f`` — the tuned mass matrix the report's baseline needs on a
-    correlated prior.  ``coords="f"`` moves ``f`` itself (the report's §2.1 example of a
-    diagonal mass failing on correlated variables: ``K``'s condition number sets the step).
+    ``coords="white"`` moves ``z = L⁻¹ f`` (``L`` the prior's Cholesky factor): there the
+    prior is ``N(0, I)`` and a diagonal mass in ``z`` is the dense mass ``K⁻¹`` scaled per
+    direction in ``f``.  ``coords="ep"`` moves ``z = L_q⁻¹ (f − m_q)`` with EP's ``q =
+    N(m_q, L_q L_qᵀ)`` (the model's ``ep``): the mass in ``f`` is then EP's precision
+    ``K⁻¹ + diag(τ̃)``, the posterior's curvature near its bulk — the report's remedy for
+    AIS ("anneal from a Gaussian approximation") used as HMC's mass matrix.  ``coords="f"``
+    moves ``f`` itself (the report's §2.1 example of a diagonal mass failing on correlated
+    variables: ``K``'s condition number sets the step).
 
     Parameters
     ----------
@@ -280,11 +284,18 @@ class HMCSweep(_GPCSweep):
                  target_accept: float = TARGET_ACCEPT, coords: str = HMC_COORDS) -> None:
         super().__init__(model, step_size=step_size, n_leapfrog=n_leapfrog, tune=tune,
                          target_accept=target_accept)
-        if coords not in ("white", "f"):
+        if coords not in HMC_COORDS_ALL:
             raise InvalidParameterError(
-                f"coords={coords!r} must be 'white' (z = L⁻¹ f, the default) or 'f'.")
+                f"coords={coords!r} must be one of {HMC_COORDS_ALL} (default {HMC_COORDS!r}).")
         self.coords = coords
         self.windows = adaptation_windows(self.tune)
+        # f = m + T z: the moved coordinates' map (module docstring); T = None for f itself
+        if coords == "white":
+            self._m, self._t = np.zeros(model.n), model.chol
+        elif coords == "ep":
+            self._m, self._t = model.ep.mean, np.linalg.cholesky(model.ep.cov)
+        else:
+            self._m, self._t = np.zeros(model.n), None
 
     def settings(self) -> dict[str, Any]:
         """Every setting that changes this sweep's draws, JSON-ready."""
@@ -292,19 +303,19 @@ class HMCSweep(_GPCSweep):
 
     def _fresh(self, n: int) -> dict[str, np.ndarray]:
         ex = adaptation_extras(n, self.step_size, 1.0, self.model.n, prefix=self.prefix)
-        if self.coords == "f":  # f's prior variance; in z the prior's is 1
+        if self._t is None:  # f's prior variance; in z the reference's is 1
             ex[self.prefix + "inv_mass"][:] = np.diag(self.model.K)
         return ex
 
     def _log_target(self, x: np.ndarray) -> tuple[float, np.ndarray]:
         """``log p(f | y)`` and its gradient in the moved coordinates.
 
-        With ``f = L z`` the Jacobian is constant and ``∇_z = Lᵀ ∇_f``.
+        With ``f = m + T z`` the Jacobian is constant and ``∇_z = Tᵀ ∇_f``.
         """
-        if self.coords == "f":
+        if self._t is None:
             return self.model.target.log_target(x)
-        value, grad = self.model.target.log_target(self.model.chol @ x)
-        return value, self.model.chol.T @ grad
+        value, grad = self.model.target.log_target(self._m + self._t @ x)
+        return value, self._t.T @ grad
 
     def _leapfrog(self, f, p, grad, eps, n_steps, inv_m):
         """``n_steps`` leapfrog steps (the report's eq. 9) of ``U = −log p(f | y)``."""
@@ -317,11 +328,11 @@ class HMCSweep(_GPCSweep):
         return f, p, value, grad
 
     def _transition(self, f, rng, c, ex):
-        if self.coords == "white":
-            z = linalg.solve_triangular(self.model.chol, f, lower=True, check_finite=False)
-            z, info = self._move(z, rng, c, ex)
-            return self.model.chol @ z, info
-        return self._move(f, rng, c, ex)
+        if self._t is None:
+            return self._move(f, rng, c, ex)
+        z = linalg.solve_triangular(self._t, f - self._m, lower=True, check_finite=False)
+        z, info = self._move(z, rng, c, ex)
+        return self._m + self._t @ z, info
 
     def _move(self, f, rng, c, ex):
         """The transition in the moved coordinates (``f`` here is ``z`` when white)."""
