@@ -9,9 +9,9 @@ the posterior mean of each ``f_i`` and of ``(f_i − m_i)²`` (its variance, ``m
 mean) is compared with quadrature at ``Z`` times ArviZ's ``mcse(method="mean")``.
 
 False-failure rate: 4 sweeps (HMC in two coordinates) × 2 coordinates × 2 moments = 16
-two-sided checks at ``Z`` = Φ⁻¹(1 − PER_CHECK/2) with PER_CHECK = 1e-4 (Z = 3.89): 1.6e-3.  The planted-bug tests (slow
-tier) assert that the check *fails*; with the bug the means are many errors away, so their
-false-failure rate (the check passing despite the bug) is not a false failure of the suite.
+two-sided checks at ``Z`` = Φ⁻¹(1 − PER_CHECK/2) with PER_CHECK = 1e-4 (Z = 3.89): 1.6e-3.
+The planted-bug tests (slow tier) assert that the check *fails*; with the bug the means are
+many errors away, so their false-failure rate (the check passing despite the bug) is not a false failure of the suite.
 """
 
 from __future__ import annotations
@@ -93,10 +93,11 @@ def test_each_sweep_recovers_the_posterior_mean(method):
 
 @pytest.mark.statistical
 @pytest.mark.slow
-def test_hmc_in_eps_coordinates_recovers_the_posterior():
-    """``coords="ep"``: f = m_q + L_q z, the mass EP's precision (4 more checks)."""
+def test_hmc_in_the_prior_whitened_coordinates_recovers_the_posterior():
+    """``coords="white"``: f = L z with a windowed diagonal mass in z (4 more checks; the
+    default, EP's coordinates, is the parametrised test's ``hmc``)."""
     m = GPClassification(_model().x, [1, 0], sd=math.sqrt(3.0), lengthscale=1.0,
-                         jitter=1e-9, sampler={"coords": "ep"})
+                         jitter=1e-9, sampler={"coords": "white"})
     assert _misses(m, _draws(m, "hmc")) == []
 
 
