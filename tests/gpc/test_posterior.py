@@ -11,7 +11,8 @@ mean) is compared with quadrature at ``Z`` times ArviZ's ``mcse(method="mean")``
 False-failure rate: 4 sweeps (HMC in two coordinates) × 2 coordinates × 2 moments = 16
 two-sided checks at ``Z`` = Φ⁻¹(1 − PER_CHECK/2) with PER_CHECK = 1e-4 (Z = 3.89): 1.6e-3.
 The planted-bug tests (slow tier) assert that the check *fails*; with the bug the means are
-many errors away, so their false-failure rate (the check passing despite the bug) is not a false failure of the suite.
+many errors away, so their false-failure rate (the check passing despite the bug) is not a
+false failure of the suite.
 """
 
 from __future__ import annotations
