@@ -20,9 +20,9 @@ protocol (:class:`lattice_lgm._runview.RunView`) itself, as the lattice GPDS doe
 
 The default, :data:`DEFAULT_METHOD` (``"hmc"``), is the one that converged on the hard
 posterior measured (Ionosphere; decision 116, docs/gpc_model.md): elliptical slice sampling
-is faster on smooth problems and one keyword away.  Chains start from a draw of expectation propagation's
-``q`` (R&W Algorithm 3.5, :func:`~lattice_lgm.samplers.ep.expectation_propagation`): a draw
-from each chain's own stream, so deterministic given the run's seed and the chain's index.
+is faster on smooth problems and one keyword away.  Chains start from a draw of expectation
+propagation's ``q`` (R&W Algorithm 3.5, :func:`~lattice_lgm.samplers.ep.expectation_propagation`):
+a draw from each chain's own stream, so deterministic given the run's seed and the chain's index.
 """
 
 from __future__ import annotations
