@@ -60,7 +60,8 @@ import os  # noqa: E402
 # one Numba thread as well: the chains run one after another, and the likelihood's parallel
 # kernels on one chain's few hundred sites spent more on thread launches than on arithmetic
 # (RMHMC at n = 10: 27 → 8 ms per transition)
-os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+if __name__ == "__main__" and "numba" not in sys.modules:  # a script, not a test's import
+    os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 import _one_blas_thread  # noqa: E402, F401  (before numpy: see its docstring)
 import numpy as np  # noqa: E402
 from ess2010 import (  # noqa: E402
