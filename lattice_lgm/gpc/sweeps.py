@@ -47,7 +47,7 @@ from threadpoolctl import ThreadpoolController
 
 from .. import threads
 from .._validation import positive_float, positive_int
-from ..errors import InvalidParameterError
+from ..errors import ConvergenceError, InvalidParameterError
 from ..samplers._hmc_adapt import (
     adapt_step,
     adaptation_extras,
@@ -298,7 +298,13 @@ class HMCSweep(_GPCSweep):
         if coords == "white":
             self._m, self._t = np.zeros(model.n), model.chol
         elif coords == "ep":
-            self._m, self._t = model.ep.mean, np.linalg.cholesky(model.ep.cov)
+            try:
+                q = model.ep
+            except ConvergenceError as exc:
+                raise ConvergenceError(
+                    f"HMC's default coordinates are EP's, and EP did not converge ({exc}); "
+                    "choose sampler={'coords': 'white'} or representation='ess'.") from exc
+            self._m, self._t = q.mean, np.linalg.cholesky(q.cov)
         else:
             self._m, self._t = np.zeros(model.n), None
 

@@ -240,3 +240,16 @@ def test_config_errors_name_the_option(tmp_path, capsys, monkeypatch, options, s
     monkeypatch.chdir(tmp_path)
     assert cli.main(["run", "c.toml", "--no-progress"]) != 0
     assert message in capsys.readouterr().err
+
+
+def test_hmc_in_eps_coordinates_says_what_to_do_when_ep_fails(model, monkeypatch):
+    from lattice_lgm.errors import ConvergenceError
+
+    m = GPClassification(model.x, model.y)
+
+    def fail(*a, **k):
+        raise ConvergenceError("EP's sites still changed")
+
+    monkeypatch.setattr(gpc_model, "expectation_propagation", fail)
+    with pytest.raises(ConvergenceError, match="coords': 'white'"):
+        m.default_sweep("hmc", 1, tune=5)
