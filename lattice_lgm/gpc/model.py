@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from scipy import special
+from scipy import linalg, special
 
 from .._validation import check_bools, positive_float
 from ..covariance import Covariance, SquaredExponential
@@ -267,6 +267,45 @@ class GPClassification:
         if self._ep is None:
             self._ep = expectation_propagation(self.K, self.y)
         return self._ep
+
+    # -- prediction ----------------------------------------------------------------------------
+    def predict_proba(self, f: Any, x_new: Any) -> np.ndarray:
+        """``p(y* = 1 | y)`` at new inputs from posterior draws of ``f`` (R&W §3.4.2, eq. 3.25).
+
+        Given a draw ``f``, ``f* | f ~ N(K*ᵀ K⁻¹ f, k** − K*ᵀ K⁻¹ K*)``, and the probit
+        integrates in closed form: ``E[Φ(f*) | f] = Φ(μ* / √(1 + σ*²))`` (R&W eq. 3.82 with
+        the conditional for the Gaussian).  The result averages that over the draws, so it is
+        the posterior predictive probability up to Monte Carlo error.
+
+        Parameters
+        ----------
+        f : array_like, shape (..., n)
+            Posterior draws of the latent values, e.g. ``tree["posterior"]["f"].values``
+            (chain, draw, obs).
+        x_new : array_like, shape (m, d) or (m,) for one feature
+            New inputs, on the scale of ``x`` (standardised as ``x`` was).
+
+        Returns
+        -------
+        ndarray, shape (m,)
+        """
+        draws = np.asarray(f, dtype=float)
+        if draws.ndim < 1 or draws.shape[-1] != self.n or not np.all(np.isfinite(draws)):
+            raise InvalidParameterError(
+                f"f has shape {draws.shape}; give finite posterior draws of shape (..., "
+                f"{self.n}), e.g. tree['posterior']['f'].values.")
+        xn = np.asarray(x_new, dtype=float)
+        xn = xn[:, None] if xn.ndim == 1 and self.x.shape[1] == 1 else xn
+        if xn.ndim != 2 or xn.shape[1] != self.x.shape[1] or not np.all(np.isfinite(xn)):
+            raise InvalidDataError(
+                f"x_new has shape {np.shape(x_new)}; give finite inputs of shape (m, "
+                f"{self.x.shape[1]}).")
+        z = (xn - self.x_mean) / self.x_scale
+        k_star = self.kernel(self.x_used, z)                              # (n, m)
+        a = linalg.cho_solve((self.chol, True), k_star)                  # K⁻¹ K*
+        var = np.maximum(np.diag(self.kernel(z, z)) - np.sum(k_star * a, axis=0), 0.0)
+        mean = draws.reshape(-1, self.n) @ a                              # (draws, m)
+        return special.ndtr(mean / np.sqrt(1.0 + var)).mean(axis=0)
 
     # -- lattice_lgm._runview.RunView -----------------------------------------------------------
     def init_state(self, rngs: Sequence[np.random.Generator],
