@@ -38,7 +38,8 @@ the new field, ``loglik`` its log-likelihood.
 
 Backends: priors with a sparse precision, i.e. :class:`~lattice_lgm.priors.GMRFPrior` (every
 proper model; the spectral Matérn-SPDE GMRF included, whose ``Q`` is the same sparse matrix).
-Circulant priors are refused by name (the Fourier-diagonal metric ``K⁻¹ + c I`` is not built).
+Circulant priors are refused by name: there the Fourier-diagonal metric ``K⁻¹ + c I`` is joint
+HMC's field mass already (docs/decisions.md, 115).
 """
 
 from __future__ import annotations
@@ -127,7 +128,8 @@ class ManifoldMALA:
         if not hasattr(model.prior, "precision_matrix") or model.prior.capabilities.fourier:
             raise InvalidParameterError(
                 f"ManifoldMALA needs a prior with a sparse precision (GMRFPrior); "
-                f"{type(model.prior).__name__} has none: use JointHMC or EllipticalSlice.")
+                f"{type(model.prior).__name__} has none: use JointHMC (whose field mass is the "
+                "metric K⁻¹ + c·I there) or EllipticalSlice.")
         if not isinstance(n_tune, (int, np.integer)) or isinstance(n_tune, bool) or n_tune < 0:
             raise InvalidParameterError(f"n_tune={n_tune!r} must be an int >= 0.")
         ta = positive_float("target_accept", target_accept, "an acceptance rate in (0, 1)")
