@@ -18,6 +18,8 @@ result may depend on whether a near-singular factorisation succeeds).
 
 **AIS** (the report's Figure 2 style, ``rmhmc_figure2.png``): rows HMC (from the prior), HMC*
 (from EP's ``q``), RMHMC and RMHMC* (the same with the report's RMHMC and its tempered metric),
+RMHMC*β (RMHMC* with a step per temperature: pilots at ``BETA_ANCHORS``, log-linear in
+``log β`` between — a tempered target near ``q`` takes longer steps than the posterior),
 each at several numbers of temperatures (geometric, ``β_min`` 1e-4), ``AIS_CHAINS`` chains per
 run, ``REPEATS`` runs; log Z ± 2 SE against seconds per run, EP's log Z and (synthetic) the
 exact value.  Step sizes come from short pilot runs at β = 1 from EP's draws: the largest of
@@ -102,7 +104,9 @@ EXACT_MAXPTS = 1_000_000
 JITTER_REL = 1e-6
 #: AIS rows: name -> (transition, start)
 AIS_ROWS = {"HMC": ("hmc", "prior"), "HMC*": ("hmc", "ep"), "RMHMC": ("rmhmc", "prior"),
-            "RMHMC*": ("rmhmc", "ep")}
+            "RMHMC*": ("rmhmc", "ep"), "RMHMC*β": ("rmhmc", "ep")}
+#: the β at which RMHMC*β's pilot picks a step (log-linear in between; ``ep_beta`` pilot)
+BETA_ANCHORS = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
 #: step sizes tried by the pilot runs, and the acceptance they must reach
 STEP_GRID = (0.003, 0.006, 0.0125, 0.025, 0.05, 0.1, 0.2, 0.4, 0.8)
 TARGET_ACCEPT = 0.7
@@ -200,21 +204,34 @@ def _rmhmc_pilot(target: RiemannGPC, start: np.ndarray, n_leapfrog: int, steps: 
 
 
 # -- AIS ---------------------------------------------------------------------------------------
-def ais_row(data: dict, ep: Any, row: str, temps: int, repeat: int, eps: float,
+def step_schedule(betas: np.ndarray, anchors: Sequence[float],
+                  steps: Sequence[float]) -> np.ndarray:
+    """One step per ``β_1 … β_T``: the pilot's steps at ``anchors``, log-linear between."""
+    return np.exp(np.interp(np.log(betas[1:]), np.log(anchors), np.log(steps)))
+
+
+def ais_row(data: dict, ep: Any, row: str, temps: int, repeat: int, eps: Any,
             cfg: dict) -> dict[str, Any]:
-    """One AIS run of ``row`` with ``temps`` temperatures: its estimate and its seconds."""
+    """One AIS run of ``row`` with ``temps`` temperatures: its estimate and its seconds.
+
+    ``eps``: one step, or ``{"anchors": β's, "steps": steps}`` (:func:`step_schedule`).
+    """
     transition, start = AIS_ROWS[row]
     K, y = data["K"], data["y"]
     target = TemperedGPC.from_ep(K, y, ep) if start == "ep" else TemperedGPC(K, y)
     rng = np.random.default_rng(_seed(SEED, data["name"], row, temps, repeat))
+    betas = geometric_schedule(temps)
+    step = (step_schedule(betas, eps["anchors"], eps["steps"]) if isinstance(eps, dict)
+            else eps)
     t0 = time.perf_counter()
-    res = ais(target, rng, chains=cfg["ais_chains"], betas=geometric_schedule(temps),
-              step_size=eps, n_leapfrog=cfg["n_leapfrog"], transition=transition)
+    res = ais(target, rng, chains=cfg["ais_chains"], betas=betas,
+              step_size=step, n_leapfrog=cfg["n_leapfrog"], transition=transition)
     sec = time.perf_counter() - t0
     return {"row": row, "temps": temps, "repeat": repeat, "log_z": res.log_z,
             "log_z_se": res.log_z_se if math.isfinite(res.log_z_se) else None,
             "ess": res.ess, "acceptance": float(np.mean(res.acceptance)), "seconds": sec,
-            "step_size": eps, "chains": cfg["ais_chains"]}
+            "step_size": eps if not isinstance(eps, dict) else
+            [float(np.min(step)), float(np.max(step))], "chains": cfg["ais_chains"]}
 
 
 # -- mixing ------------------------------------------------------------------------------------
@@ -319,13 +336,25 @@ def run_dataset(data: dict, out: Path, cfg: dict) -> dict[str, Any]:
             RiemannGPC(K, y), start, L, steps, SEED))),
     }
     pilots["rmhmc/ep"] = pilots["rmhmc/prior"]  # at β = 1 the metric does not involve q
+
+    def per_beta() -> dict:
+        # RMHMC*β: a step per anchor β, each from its own pilot at that tempered target
+        riemann = TemperedGPC.from_ep(K, y, ep).riemann()
+        out = [pilot_step(_rmhmc_pilot(riemann.tempered(b), start, L, steps, SEED))
+               for b in BETA_ANCHORS]
+        return {"anchors": list(BETA_ANCHORS), "steps": [p["chosen"] for p in out],
+                "pilots": out}
+
+    pilots["rmhmc/ep_beta"] = _cached(d / "pilot_rmhmc_ep_beta.json", per_beta)
     res["pilots"] = pilots
     rows = []
     for row, (transition, st) in AIS_ROWS.items():
-        eps = pilots[f"{transition}/{st}"]["chosen"]
+        eps: Any = pilots[f"{transition}/{st}"]["chosen"]
+        if row == "RMHMC*β":
+            eps = {k: pilots["rmhmc/ep_beta"][k] for k in ("anchors", "steps")}
         for temps in cfg["temps"][transition]:
             for r in range(cfg["repeats"]):
-                name = f"ais_{row.replace('*', 'star')}_{temps}_{r}.json"
+                name = f"ais_{row.replace('*', 'star').replace('β', 'beta')}_{temps}_{r}.json"
                 rows.append(_cached(d / name, ais_row, data, ep, row, temps, r, eps, cfg))
                 print(f"[{data['name']}] AIS {row:7s} T={temps:5d} #{r}: "
                       f"{rows[-1]['log_z']:.3f} ± {rows[-1]['log_z_se'] or float('nan'):.3f} "
@@ -343,6 +372,10 @@ def run_dataset(data: dict, out: Path, cfg: dict) -> dict[str, Any]:
 
 
 # -- outputs -----------------------------------------------------------------------------------
+def _steps(v: Any) -> str:
+    return f"{v[0]:g}–{v[1]:g}" if isinstance(v, list) else f"{v:g}"
+
+
 def _g(v: Any, digits: int = 3) -> str:
     return "–" if v is None else f"{v:.{digits}g}"
 
@@ -372,7 +405,7 @@ def markdown(res: dict[str, Any]) -> str:
                 f"{z.std(ddof=1) if len(z) > 1 else float('nan'):.3f} | "
                 f"{np.mean(se) if se else float('nan'):.3f} | "
                 f"{np.mean([a['seconds'] for a in g]):.2f} | "
-                f"{np.mean([a['acceptance'] for a in g]):.2f} | {g[0]['step_size']:g} |")
+                f"{np.mean([a['acceptance'] for a in g]):.2f} | {_steps(g[0]['step_size'])} |")
         lines += ["", "| sampler | step | accept | ESS min | ESS median | ESS log-lik | "
                   "R-hat max | s | min ESS/s | median ESS/s |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
@@ -396,6 +429,7 @@ def plot(res: dict[str, Any], path: Path) -> None:
     sets = list(res["datasets"].items())
     fig, axes = plt.subplots(1, len(sets), figsize=(6.0 * len(sets), 4.4), squeeze=False)
     colours = {"HMC": "tab:grey", "HMC*": "tab:blue", "RMHMC": "tab:orange",
+               "RMHMC*β": "tab:purple",
                "RMHMC*": "tab:red"}
     for ax, (name, r) in zip(axes[0], sets, strict=True):
         for row, c in colours.items():

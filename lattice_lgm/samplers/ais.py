@@ -210,9 +210,13 @@ def ais(target: TemperedGPC, rng: np.random.Generator, *, chains: int = 100,
         Independent AIS runs (rows of one array).
     betas : array_like, shape (T + 1,), optional
         Increasing from 0 to 1; default :func:`geometric_schedule` ``(200)``.
-    step_size, n_leapfrog : float, int
+    step_size : float or array_like, shape (T,)
         The leapfrog step (HMC: in ``q``'s whitened coordinates; RMHMC: in ``f``, the metric
-        scales it) and steps per transition.
+        scales it), or one per temperature ``β_1 … β_T`` (a tempered target near ``q`` takes
+        longer steps than the posterior: tune them in a pilot, never from this run's draws,
+        which would bias the weights).
+    n_leapfrog : int
+        Leapfrog steps per transition.
     transition : {"hmc", "rmhmc"}
         HMC with an identity mass in ``q``'s whitened coordinates, all chains as rows of one
         array; or the report's RMHMC (:func:`~.rmhmc.rmhmc_step`, one chain at a time) with
@@ -227,7 +231,6 @@ def ais(target: TemperedGPC, rng: np.random.Generator, *, chains: int = 100,
     if not isinstance(target, TemperedGPC):
         raise InvalidParameterError(f"target={target!r} must be a TemperedGPC.")
     chains = positive_int("chains", chains, "pass e.g. 100")
-    step_size = positive_float("step_size", step_size, "pass e.g. 0.1")
     n_leapfrog = positive_int("n_leapfrog", n_leapfrog, "pass e.g. 10")
     if transition not in TRANSITIONS:
         raise InvalidParameterError(
@@ -241,6 +244,18 @@ def ais(target: TemperedGPC, rng: np.random.Generator, *, chains: int = 100,
             "betas must increase strictly from 0 to 1 (e.g. geometric_schedule(200)); got "
             f"{len(b)} values from {b[0] if b.size else None} to "
             f"{b[-1] if b.size else None}.")
+    try:
+        eps = np.asarray(step_size, dtype=float)
+    except (TypeError, ValueError):
+        raise InvalidParameterError(
+            f"step_size={step_size!r} must be a number > 0 or one per temperature.") from None
+    if eps.ndim == 0:
+        eps = np.full(len(b) - 1, float(positive_float("step_size", float(eps),
+                                                       "pass e.g. 0.1")))
+    elif eps.shape != (len(b) - 1,) or not np.all(np.isfinite(eps) & (eps > 0)):
+        raise InvalidParameterError(
+            f"step_size has shape {eps.shape}; give one step > 0 or one per temperature "
+            f"β_1 … β_T ({len(b) - 1} values).")
     z = rng.standard_normal((chains, target.n))  # exact draws from q = γ_0
     log_w = np.zeros(chains)
     acc = np.zeros(len(b) - 1)
@@ -248,9 +263,9 @@ def ais(target: TemperedGPC, rng: np.random.Generator, *, chains: int = 100,
         joint, _ = target.log_joint(z)
         log_w += (b[k] - b[k - 1]) * (joint - target.log_q(z))  # γ_{β_k}/γ_{β_{k−1}} at z
         if riemann is None:
-            z, acc[k - 1] = hmc_transition(target, z, b[k], rng, step_size, n_leapfrog)
+            z, acc[k - 1] = hmc_transition(target, z, b[k], rng, eps[k - 1], n_leapfrog)
         else:
-            z, acc[k - 1] = _rmhmc(target, riemann.tempered(b[k]), z, rng, step_size,
+            z, acc[k - 1] = _rmhmc(target, riemann.tempered(b[k]), z, rng, eps[k - 1],
                                    n_leapfrog, n_fixed)
     top = float(np.max(log_w))
     w = np.exp(log_w - top)
