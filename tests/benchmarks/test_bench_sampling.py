@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from lattice_lgm.threads import available_cores
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,6 +20,7 @@ def _positive(x) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
+@pytest.mark.slow  # ~50 s in a fresh interpreter: the default tier measured 16:01 with it
 def test_sampling_benchmark_quick_writes_json(tmp_path):
     dest = tmp_path / "sampling.json"
     proc = subprocess.run(
