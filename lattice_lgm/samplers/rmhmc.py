@@ -118,12 +118,16 @@ class RiemannGPC:
 
     def log_target(self, f: np.ndarray) -> tuple[float, np.ndarray]:
         """``log γ_β(f)`` up to a constant, and its gradient; ``f`` of shape (n,)."""
-        b, r = self.beta, f - self.m
-        kf, kr = self._kinv(f), self._kinv(r)
+        b = self.beta
+        kf = self._kinv(f)
         ll = float(self.lik.loglik(f[None])[0])
-        value = (-0.5 * (1.0 - b) * (r @ kr + np.sum(self.tau * r * r))
-                 - 0.5 * b * (f @ kf) + b * ll)
-        grad = -(1.0 - b) * (kr + self.tau * r) - b * kf + b * self.lik.obs_derivative(f, 1)
+        value = -0.5 * b * (f @ kf) + b * ll
+        grad = -b * kf + b * self.lik.obs_derivative(f, 1)
+        if b < 1.0:  # q's share (at β = 1, the posterior, it is zero: no second solve)
+            r = f - self.m
+            kr = self._kinv(r)
+            value += -0.5 * (1.0 - b) * (r @ kr + np.sum(self.tau * r * r))
+            grad = grad - (1.0 - b) * (kr + self.tau * r)
         return value, grad
 
     def metric_diag(self, f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
