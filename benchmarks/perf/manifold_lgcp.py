@@ -10,7 +10,10 @@ range bounded at 64 cells: a 384² padded state).  Methods, all from the same wa
 * ``hmc`` — the measured default on the GMRF backend (decision 76,
   ``default_sweep(lgm, "auto", tune=...)``: joint HMC);
 * ``mmala`` — one ``prior-white`` move then 10 simplified-mMALA updates with the metric
-  ``Q_θ + diag(w)`` (``samplers.manifold.ManifoldMALA``, ``n_tune = 10 · tune`` updates).
+  ``Q_θ + diag(w)`` (``samplers.manifold.ManifoldMALA``, ``n_tune = 10 · tune`` updates);
+* ``mhmc`` — one ``prior-white`` move then one HMC trajectory with that metric as its mass
+  (``samplers.manifold.ManifoldHMC``: RMHMC with the metric fixed per θ, as Girolami &
+  Calderhead 2011 §8; joint HMC's trajectory length and target, ``n_tune = tune``).
 
 **Interleaved**: the methods run in one process, round-robin in blocks of ``--block``
 iterations, each method's wall clock counting only its own blocks, so machine load falls on
@@ -51,19 +54,21 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 RESULTS = ROOT / "benchmarks" / "results" / "manifold_lgcp"
-METHODS = ("ess", "hmc", "mmala")
+METHODS = ("ess", "hmc", "mmala", "mhmc")
 N_CELLS = 32
 N_LATENT = 10
 
 
 def make_sweep(lgm: Any, method: str, tune: int) -> Any:
     from lattice_lgm.samplers import Gibbs, HyperMove, default_sweep
-    from lattice_lgm.samplers.manifold import ManifoldMALA
+    from lattice_lgm.samplers.manifold import ManifoldHMC, ManifoldMALA
 
     if method == "ess":
         return default_sweep(lgm, "prior-white", n_latent=N_LATENT)
     if method == "hmc":
         return default_sweep(lgm, "auto", tune=tune)
+    if method == "mhmc":
+        return Gibbs(HyperMove(lgm, "prior-white"), ManifoldHMC(lgm, n_tune=tune), n_latent=1)
     return Gibbs(HyperMove(lgm, "prior-white"), ManifoldMALA(lgm, n_tune=N_LATENT * tune),
                  n_latent=N_LATENT)
 
@@ -175,6 +180,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--draws", type=int, default=400)
     ap.add_argument("--block", type=int, default=10)
     ap.add_argument("--seed", type=int, default=30)
+    ap.add_argument("--suffix", default="", help="appended to the result files' names")
     ap.add_argument("--quick", action="store_true", help="smoke run into a temporary folder")
     args = ap.parse_args(argv)
     out = RESULTS
@@ -185,7 +191,8 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for p in args.problems:
         res = run(p, args.methods, args.chains, args.tune, args.draws, args.block, args.seed)
-        (out / f"{p}.json").write_text(json.dumps(res, indent=1))
+        (out / f"{p}{args.suffix}.json").write_text(json.dumps(res, indent=1))
+        (out / f"{p}{args.suffix}.txt").write_text(table(res) + "\n")
         print(table(res), flush=True)
 
 

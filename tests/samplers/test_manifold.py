@@ -106,7 +106,7 @@ def test_acceptance_is_the_mh_ratio_with_the_reverse_proposal():
 
     checked = 0
     for seed, eps in ((0, 1.5), (1, 2.0), (2, 2.5), (3, 0.7)):
-        _, p, (f1, b1, _) = mv._chain(state, 0, np.random.default_rng(seed), met, eps)
+        _, p, (f1, b1, _), _ = mv._chain(state, 0, np.random.default_rng(seed), met, eps)
         x1 = np.concatenate([f1, b1])
         fwd = stats.multivariate_normal(mu(x0, eps), eps * eps * cov).logpdf(x1)
         rev = stats.multivariate_normal(mu(x1, eps), eps * eps * cov).logpdf(x0)
