@@ -26,10 +26,8 @@ condition number is ``N/ε`` for the jittered smooth kernel.  Everything is comp
 ``C_j = I + L_zᵀ Λ_j L_z = R_j R_jᵀ`` (the same eigenvalues as Rasmussen & Williams' ``B``, all
 ≥ 1): ``S_j = A_j A_jᵀ`` with ``A_j = L_z R_j^{-ᵀ}`` (no cancellation), ``KL_j = ½(tr C_j⁻¹ +
 ‖a_j‖² − N + log|C_j|)``.
-
-Gradients are derived by hand (notes in :func:`_forward`) and checked against central finite
-differences in ``tests/gplvm/test_vb.py``, with respect to ``a``, ``ρ``, ``Z_u`` and ``log ξ``
-(the last for type-II maximum likelihood, Gadd et al.'s "Maximum Likelihood" comparison).
+Gradients (by hand, notes in :func:`_forward`) are in ``a``, ``ρ``, ``Z_u`` and ``log ξ`` (the
+last for type-II maximum likelihood, the paper's "Maximum Likelihood" comparison).
 """
 
 from __future__ import annotations
@@ -69,14 +67,8 @@ _MAX_STAGES = 4
 class VBParams(NamedTuple):
     """The free variational parameters.
 
-    Attributes
-    ----------
-    mean_white : ndarray, shape (N, k_z)
-        Whitened means ``a``: ``μ = L_z a``.
-    log_lambda : ndarray, shape (k_z, N)
-        ``ρ_j = log λ_j``: ``S_j = (K_z⁻¹ + diag(exp ρ_j))⁻¹``.
-    z_u : ndarray, shape (M, k_z)
-        Inducing inputs.
+    ``mean_white`` (N, k_z): whitened means ``a``, ``μ = L_z a``; ``log_lambda`` (k_z, N):
+    ``ρ_j = log λ_j``, ``S_j = (K_z⁻¹ + diag(exp ρ_j))⁻¹``; ``z_u`` (M, k_z): inducing inputs.
     """
 
     mean_white: np.ndarray
@@ -163,20 +155,10 @@ class VBPosterior:
                     "covariance from fit_vb.") from err
             object.__setattr__(self, "chol_S", chol)
 
-    @property
-    def n(self) -> int:
-        """Number of data points N."""
-        return int(np.shape(self.mu)[0])
-
-    @property
-    def k_z(self) -> int:
-        """Latent dimension."""
-        return int(np.shape(self.mu)[1])
-
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``n`` independent draws of Z from q, shape (n, N, k_z): ``z_:,j = μ_j + L_j ε``."""
         n = positive_int("n", n, "ask for at least one draw")
-        eps = rng.standard_normal((n, self.k_z, self.n))
+        eps = rng.standard_normal((n, *self.mu.shape[::-1]))
         z = np.einsum("jab,sjb->saj", self.chol_S, eps)
         return z + self.mu[None]
 
@@ -185,20 +167,15 @@ class VBPosterior:
         z = np.asarray(z, dtype=float)
         if z.ndim == 2:
             z = z[None]
-        if z.shape[1:] != (self.n, self.k_z):
-            raise ShapeMismatchError(
-                f"z has shape {z.shape}; log_density needs (n, {self.n}, {self.k_z}) "
-                "(draws × data points × latent dimensions).")
-        out = np.full(z.shape[0], -0.5 * self.n * self.k_z * _LOG2PI)
-        for j in range(self.k_z):
+        if z.shape[1:] != self.mu.shape:
+            raise ShapeMismatchError(f"z has shape {z.shape}; log_density needs (n, "
+                                     f"{', '.join(map(str, self.mu.shape))}) (draws × N × k_z).")
+        out = np.full(z.shape[0], -0.5 * self.mu.size * _LOG2PI)
+        for j in range(self.mu.shape[1]):
             lj = self.chol_S[j]
             w = solve_triangular(lj, (z[:, :, j] - self.mu[:, j]).T, lower=True)
             out -= 0.5 * (w * w).sum(0) + np.log(np.diag(lj)).sum()
         return out
-
-
-# ---------------------------------------------------------------------------------------------
-# the bound and its gradient
 
 
 def _chol(a: np.ndarray, what: str) -> np.ndarray:
@@ -318,7 +295,9 @@ def _forward(y, x, hyper: GPLVMHyper, params: VBParams, jitter: float, need_grad
     return bound, ElboGrad(g_a, g_rho, g_zu, g_log)
 
 
-def _check_params(params: VBParams, n: int, k_z: int) -> VBParams:
+def _checked_forward(y, x, hyper, params, jitter, need_grad):
+    y, x = validate_data(y, x, hyper)
+    n, k_z = y.shape[0], hyper.k_z
     a, rho, z_u = (np.asarray(p, dtype=float) for p in params)
     for name, arr, shape in (("mean_white", a, (n, k_z)), ("log_lambda", rho, (k_z, n))):
         if arr.shape != shape:
@@ -330,7 +309,7 @@ def _check_params(params: VBParams, n: int, k_z: int) -> VBParams:
         if not np.all(np.isfinite(arr)):
             raise InvalidParameterError(f"params.{name} has non-finite entries; pass finite "
                                         "values (e.g. from a VBPosterior or fit_vb's start).")
-    return VBParams(a, rho, z_u)
+    return _forward(y, x, hyper, VBParams(a, rho, z_u), _jitter(jitter), need_grad)
 
 
 def elbo(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, params: VBParams,
@@ -351,9 +330,7 @@ def elbo(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, params: VBParams,
     -------
     float
     """
-    y, x = validate_data(y, x, hyper)
-    params = _check_params(params, y.shape[0], hyper.k_z)
-    return float(_forward(y, x, hyper, params, _jitter(jitter), False)[0])
+    return float(_checked_forward(y, x, hyper, params, jitter, False)[0])
 
 
 def elbo_and_grad(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, params: VBParams,
@@ -363,14 +340,8 @@ def elbo_and_grad(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, params: VBPar
     The gradient is with respect to ``a`` (N, k_z), ``ρ`` (k_z, N), ``Z_u`` (M, k_z) and
     ``log ξ`` (k_x + k_z + 2,), each at the others fixed.
     """
-    y, x = validate_data(y, x, hyper)
-    params = _check_params(params, y.shape[0], hyper.k_z)
-    b, g = _forward(y, x, hyper, params, _jitter(jitter), True)
+    b, g = _checked_forward(y, x, hyper, params, jitter, True)
     return float(b), g
-
-
-# ---------------------------------------------------------------------------------------------
-# validation and Algorithm 1
 
 
 def _jitter(jitter: float) -> float:
@@ -396,11 +367,10 @@ def validate_data(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper) -> tuple[np.n
     if not isinstance(hyper, GPLVMHyper):
         raise InvalidParameterError(f"hyper is a {type(hyper).__name__}; pass a GPLVMHyper.")
     y, x = np.asarray(y, dtype=float), np.asarray(x, dtype=float)
-    for name, arr, cols in (("y", y, "k_y outputs"), ("x", x, "k_x inputs")):
+    for name, arr in (("y", y), ("x", x)):
         if arr.ndim != 2:
-            raise ShapeMismatchError(f"{name} has shape {arr.shape}; it needs (N, {cols[:3]}) "
-                                     f"with one row per data point and one column per "
-                                     f"{cols[4:]} (reshape a vector with {name}[:, None]).")
+            raise ShapeMismatchError(f"{name} has shape {arr.shape}; it needs (N, k_{name[0]}), "
+                                     f"a row per data point (reshape a vector: {name}[:, None]).")
         bad = ~np.isfinite(arr)
         if bad.any():
             idx = tuple(int(i) for i in np.argwhere(bad)[0])
@@ -417,8 +387,8 @@ def validate_data(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper) -> tuple[np.n
     if hyper.k_z > ky:
         raise InvalidParameterError(
             f"the latent dimension k_z={hyper.k_z} (len(hyper.theta)) exceeds the output "
-            f"dimension k_y={ky}: PCA of Y (Algorithm 1, step 1) gives at most k_y components "
-            f"and the model needs k_z < k_y; use at most {ky} latent dimensions.")
+            f"dimension k_y={ky}: PCA of Y (Algorithm 1, step 1) gives at most k_y components; "
+            f"use at most {ky} latent dimensions.")
     if hyper.k_z > n - 1:
         raise InvalidParameterError(
             f"the latent dimension k_z={hyper.k_z} (len(hyper.theta)) exceeds N − 1 = {n - 1}: "
@@ -602,12 +572,12 @@ def fit_vb(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, *, n_inducing: int |
         params = VBParams(solve_triangular(l_z, mu0, lower=True),
                           _initial_log_lambda(k_mat, kz), mu0[idx].copy())
     else:
-        a0 = init.mean_white if init.mean_white is not None else solve_triangular(
-            l_z, init.mu, lower=True)
-        rho0 = init.log_lambda if init.log_lambda is not None else _initial_log_lambda(k_mat,
-                                                                                       kz)
-        params = VBParams(np.array(a0, float), np.clip(np.array(rho0, float), -_LOG_BOX,
-                                                       _LOG_BOX), np.array(init.z_u, float))
+        # a VBPosterior built by hand from (μ, S) has no free parameters: whiten μ, reset Λ
+        a0 = solve_triangular(l_z, init.mu, lower=True) if init.mean_white is None \
+            else init.mean_white
+        rho0 = _initial_log_lambda(k_mat, kz) if init.log_lambda is None else init.log_lambda
+        params = VBParams(np.array(a0, float), np.clip(rho0, -_LOG_BOX, _LOG_BOX),
+                          np.array(init.z_u, float))
     # steps 2–6: while not at a local maximum, compute ψ (step 3), the bound (step 4) and move
     # the variational parameters along the gradient (step 5), by L-BFGS-B in place of SCG;
     # stages restart it with a preconditioner refreshed at the stage's start (_stage)
