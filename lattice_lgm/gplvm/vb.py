@@ -88,10 +88,9 @@ class VBParams(NamedTuple):
 
 
 class ElboGrad(NamedTuple):
-    """Gradient of the bound: one entry per :class:`VBParams` field, plus ``log_hyper``.
+    """The bound's gradient: per :class:`VBParams` field, and ``log_hyper``.
 
-    ``log_hyper`` (k_x + k_z + 2,) is with respect to ``log ξ`` in
-    :meth:`GPLVMHyper.to_vector`'s order, at fixed ``(a, ρ, Z_u)``.
+    ``log_hyper`` (k_x + k_z + 2,): in ``log ξ`` (to_vector's order) at fixed ``(a, ρ, Z_u)``.
     """
 
     mean_white: np.ndarray
@@ -451,11 +450,9 @@ def _stage(y, x, hyper, params, jitter, optimise_hyper, max_iter, tol, trace):
     """One L-BFGS-B run over ``(b, ρ, Z_u[, log ξ])`` with ``a_j = R_j^{-ᵀ} b_j``.
 
     ``R_j`` (chol of ``C_j = I + L_zᵀ Λ_j L_z``) is frozen at the stage's start.  Why: the
-    Hessian of the bound in ``a_j`` is ``I + L_zᵀ H_j L_z`` with ``H_j`` the curvature of
-    ``−F̃`` in ``μ_j``, and ``H_j ≈ Λ_j`` (for an expectation under a Gaussian,
-    ``∂²⟨f⟩/∂μ² = 2 ∂⟨f⟩/∂s``, and ``Λ_j = −2 ∂F̃/∂s_j`` at the optimum), so ``C_j`` is that
-    Hessian approximately and ``b`` is nearly whitened: on the §6.1 data the condition number
-    of the mean block fell from ~5000 to ~100.  Returns the new params, hyper and scipy's result.
+    Hessian in ``a_j`` is ``I + L_zᵀ H_j L_z``, ``H_j`` the curvature of ``−F̃`` in ``μ_j``, and
+    ``H_j ≈ Λ_j`` (``∂²⟨f⟩/∂μ² = 2 ∂⟨f⟩/∂s`` under a Gaussian, ``Λ_j = −2 ∂F̃/∂s_j`` at the
+    optimum): on the §6.1 data the mean block's condition number fell from ~5000 to ~100.
     """
     n, kz = params.mean_white.shape
     kx, m = hyper.k_x, params.z_u.shape[0]
@@ -569,8 +566,11 @@ def fit_vb(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, *, n_inducing: int |
         mu0 = _pca_means(y, kz)
         rng = np.random.default_rng(0) if rng is None else rng
         idx = np.sort(rng.choice(n, size=int(m), replace=False))
-        params = VBParams(solve_triangular(l_z, mu0, lower=True),
-                          _initial_log_lambda(k_mat, kz), mu0[idx].copy())
+        # μ0 itself would need a = L_z⁻¹ μ0, ~1/√ε large for rough scores (a KL of ~10⁵ from
+        # which the optimiser collapses μ to 0): take the prior's smoothing of the scores
+        # read as observations with the initial variance 0.5, a = L_zᵀ (K_z + ½I)⁻¹ μ0
+        a0 = l_z.T @ np.linalg.solve(k_mat + 0.5 * np.eye(n), mu0)
+        params = VBParams(a0, _initial_log_lambda(k_mat, kz), (l_z @ a0)[idx])
     else:
         # a VBPosterior built by hand from (μ, S) has no free parameters: whiten μ, reset Λ
         a0 = solve_triangular(l_z, init.mu, lower=True) if init.mean_white is None \

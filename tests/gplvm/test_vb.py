@@ -174,6 +174,15 @@ def test_fit_vb_climbs_monotonically_and_a_warm_refit_is_short():
     assert warm.hyper == h2 and warm.bound >= warm.trace[0]
 
 
+def test_different_inducing_subsets_reach_the_same_optimum():
+    # with the raw PCA scores whitened (‖a‖² ~ 10⁵) the optimiser collapsed μ to 0 and threw
+    # the inducing inputs away for some subsets (bounds −10250, −1370, −294 against 63.09)
+    y, x = _sinusoid()
+    bounds = [fit_vb(y, x, H_SIN, n_inducing=m, rng=np.random.default_rng(s)).bound
+              for m, s in ((10, 0), (15, 0))]
+    assert min(bounds) > 62.5 and max(bounds) - min(bounds) < 0.2
+
+
 def test_the_start_is_deterministic_given_rng():
     y, x = _sinusoid(n=12)
     a = fit_vb(y, x, H_SIN, n_inducing=5, max_iter=3, rng=np.random.default_rng(4))
