@@ -29,7 +29,6 @@ from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
 import numpy as np
-from scipy.special import logsumexp
 
 from .._validation import positive_int
 from ..errors import InvalidParameterError, ShapeMismatchError
@@ -100,13 +99,14 @@ def _summarise(log_w: np.ndarray) -> ISEstimate:
         raise InvalidParameterError(
             "an importance log weight is NaN (log p(Y|Z) + log p(Z|X) − log q(Z)); the "
             "densities or q.log_density returned NaN — check q and the hyperparameters.")
-    log_sum = float(logsumexp(log_w))
-    log_p_hat = log_sum - float(np.log(n_w))
-    if not np.isfinite(log_sum):
+    top = float(log_w.max())
+    if not np.isfinite(top):
         # every weight is 0 (or one is +inf): nothing to normalise by
-        return ISEstimate(log_p_hat, log_w, 0.0 if log_sum < 0 else np.nan, np.nan)
-    # normalised weights w_q / max w are in (0, 1], so Σw̃² cannot overflow
-    w = np.exp(log_w - log_w.max())
+        return ISEstimate(top, log_w, 0.0 if top < 0 else np.nan, np.nan)
+    # the weights scaled by the largest are in (0, 1]: logsumexp without overflow, and Σw̃²
+    # cannot overflow either
+    w = np.exp(log_w - top)
+    log_p_hat = top + float(np.log(w.sum())) - float(np.log(n_w))
     ess = float(w.sum() ** 2 / np.sum(w * w))
     log_var = float(np.var(w, ddof=1) / (n_w * w.mean() ** 2)) if n_w > 1 else float("nan")
     return ISEstimate(log_p_hat, log_w, ess, log_var)
