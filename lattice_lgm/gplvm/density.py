@@ -35,12 +35,12 @@ def as_draws(z: np.ndarray, n_points: int, k_latent: int, name: str = "z") -> np
     InvalidParameterError
         If an entry is NaN or infinite.
     """
-    z = np.asarray(z, dtype=np.float64)
+    z = given = np.asarray(z, dtype=np.float64)
     if z.ndim == 2:
         z = z[None]
     if z.ndim != 3 or z.shape[1:] != (n_points, k_latent):
         raise ShapeMismatchError(
-            f"{name} has shape {z.shape}; expected (N, k_z) = ({n_points}, {k_latent}) or "
+            f"{name} has shape {given.shape}; expected (N, k_z) = ({n_points}, {k_latent}) or "
             f"(n_draws, {n_points}, {k_latent}) — one row per data point, one column per "
             "latent dimension (k_z = len(hyper.theta)).")
     finite_array(name, z, "latent draws must be finite")
@@ -108,13 +108,11 @@ def log_p_y_given_z(y: np.ndarray, z: np.ndarray, hyper: GPLVMHyper) -> np.ndarr
             f"K_f + β⁻¹I is not numerically positive definite at theta_s={hyper.theta_s!r}, "
             f"beta={hyper.beta!r}; the noise variance 1/β must not vanish against θ_S — "
             "use a prior on β that keeps θ_S·β below ~1e12.") from exc
-    out = np.empty(z.shape[0])
-    for a in range(z.shape[0]):
-        # ‖L⁻¹ y_:,i‖² summed over features i is the quadratic form of every column at once
-        w = solve_triangular(chol[a], y, lower=True, check_finite=False)
-        logdet = 2.0 * np.log(np.diagonal(chol[a])).sum()
-        out[a] = -0.5 * (np.sum(w * w) + k_y * (logdet + n_pts * _LOG_2PI))
-    return out
+    # ‖L⁻¹ y_:,i‖² summed over the features i is every column's quadratic form at once; one
+    # batched LAPACK solve for all draws (a Python loop of triangular solves costs ~20 µs a draw)
+    w = np.linalg.solve(chol, np.broadcast_to(y, (z.shape[0], n_pts, k_y)))
+    logdet = 2.0 * np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(axis=1)
+    return -0.5 * (np.einsum("anm,anm->a", w, w) + k_y * (logdet + n_pts * _LOG_2PI))
 
 
 def kz_factor(x: np.ndarray, hyper: GPLVMHyper, jitter: float) -> np.ndarray:
