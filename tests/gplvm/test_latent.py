@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
+import lattice_lgm.gplvm.latent as latent_module
 from lattice_lgm.errors import InvalidParameterError, SamplerError, ShapeMismatchError
 from lattice_lgm.gplvm.density import log_p_y_given_z, log_p_z_given_x
 from lattice_lgm.gplvm.kernels import GPLVMHyper
@@ -84,9 +85,7 @@ def test_same_seed_same_path_and_continuation():
 
 def test_a_broken_likelihood_raises_with_the_state(monkeypatch):
     """A likelihood that is not a function of Z can never be sliced: named error, no hang."""
-    import lattice_lgm.gplvm.latent as L
-
-    monkeypatch.setattr(L, "log_p_y_given_z", lambda y, z, h: np.array([-1e300]))
+    monkeypatch.setattr(latent_module, "log_p_y_given_z", lambda y, z, h: np.array([-1e300]))
     with pytest.raises(SamplerError, match="shrank 5 times") as info:
         sample_latent(Y, X, H, np.zeros((2, 1)), np.random.default_rng(0), 1, jitter=EPS,
                       loglik=0.0, max_shrink=5)
