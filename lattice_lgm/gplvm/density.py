@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from .._validation import finite_array
+from .._validation import finite_array, is_number
 from ..errors import InvalidParameterError, NotPositiveDefiniteError, ShapeMismatchError
 from .kernels import GPLVMHyper, k_z
 
@@ -142,7 +142,7 @@ def check_x(x: np.ndarray, n_points: int | None, hyper: GPLVMHyper, name: str = 
 
 def check_jitter(jitter: float) -> float:
     """``ε ≥ 0`` as a float, or :class:`InvalidParameterError`."""
-    j = float(jitter) if isinstance(jitter, int | float | np.floating | np.integer) else np.nan
+    j = float(jitter) if is_number(jitter) else np.nan
     if not (np.isfinite(j) and j >= 0.0):
         raise InvalidParameterError(
             f"jitter={jitter!r} must be a finite number >= 0 (the white noise ε of k_z, "
