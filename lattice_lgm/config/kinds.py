@@ -158,7 +158,8 @@ def _table(value: Kind) -> Kind:
 
 #: model families known by a short name (``model.family``), beside "package.module:Class"
 FAMILIES = {"gpds": "lattice_lgm.gpds.lattice:LatticeGPDS",
-            "gpc": "lattice_lgm.gpc.model:GPClassification"}
+            "gpc": "lattice_lgm.gpc.model:GPClassification",
+            "gplvm": "lattice_lgm.gplvm.model:SupervisedGPLVM"}
 
 
 def _family() -> Kind:
@@ -168,7 +169,7 @@ def _family() -> Kind:
             raise _Bad
         return v
 
-    return Kind('"lgcp", "gpds", "gpc", or "package.module:Class"', check)
+    return Kind('"lgcp", "gpds", "gpc", "gplvm", or "package.module:Class"', check)
 
 
 def _free_table() -> Kind:

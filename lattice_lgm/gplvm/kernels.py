@@ -106,9 +106,13 @@ class GPLVMHyper(NamedTuple):
         return int(np.size(self.theta))
 
     def names(self) -> list[str]:
-        """Names of :meth:`to_vector`'s entries, in order."""
+        """Names of :meth:`to_vector`'s entries, in order.
+
+        ``β`` is ``noise_precision``: a run's ``posterior.beta`` is the regression
+        coefficients' name throughout the library (its summaries read it as such).
+        """
         return ([f"sigma_{i + 1}" for i in range(self.k_x)] + ["theta_s"]
-                + [f"theta_{j + 1}" for j in range(self.k_z)] + ["beta"])
+                + [f"theta_{j + 1}" for j in range(self.k_z)] + ["noise_precision"])
 
     def to_vector(self) -> np.ndarray:
         """``(σ, θ_S, θ, β)`` flattened, shape (k_x + k_z + 2,)."""

@@ -304,17 +304,27 @@ class AdaptivePMMH:
         lhats = np.empty(n_iter)
         acc = np.zeros((n_iter, nb), dtype=bool)
         for t in range(n_iter):
-            # 1: cycle g
-            s["iteration"] += 1
-            # 2: each block ξ_r in turn
-            for r in range(nb):
-                acc[t, r] = self._block_update(s, r, rng)
-                if self.hook is not None:
-                    # the paper re-optimises q here, "after each full conditional sample"
-                    self.hook(s["eta"].copy(), r, bool(acc[t, r]))
+            acc[t] = self.cycle(s, rng)
             its[t], etas[t], lhats[t] = s["iteration"], s["eta"], s["log_p_hat"]
         s["rng"] = copy.deepcopy(rng.bit_generator.state)
         return s, PMMHTrace(its, etas, lhats, acc, self.n0)
+
+    def cycle(self, s: State, rng: np.random.Generator) -> np.ndarray:
+        """One Gibbs cycle (steps 1–9) of ``s`` in place, drawing from ``rng``.
+
+        For a caller that owns the chain's stream (a run's per-chain generator); ``s["rng"]``
+        is neither read nor written.  Returns whether each block's proposal was accepted, (R,).
+        """
+        acc = np.zeros(len(self.blocks), dtype=bool)
+        # 1: cycle g
+        s["iteration"] += 1
+        # 2: each block ξ_r in turn
+        for r in range(len(self.blocks)):
+            acc[r] = self._block_update(s, r, rng)
+            if self.hook is not None:
+                # the paper re-optimises q here, "after each full conditional sample"
+                self.hook(s["eta"].copy(), r, bool(acc[r]))
+        return acc
 
     @staticmethod
     def acceptance_rates(state: State) -> np.ndarray:

@@ -51,7 +51,7 @@ from .kernels import GPLVMHyper, k_f, k_z
 from .psi import psi_statistics_vjp
 
 __all__ = ["DEFAULT_JITTER", "INDUCING_JITTER", "ElboGrad", "VBParams", "VBPosterior", "elbo",
-           "elbo_and_grad", "fit_vb", "validate_data"]
+           "elbo_and_grad", "fit_vb", "posterior_of", "validate_data"]
 
 #: the input kernel's white noise ε (Gadd et al. §6.1, "for numerical stability")
 DEFAULT_JITTER = 1e-6
@@ -429,7 +429,8 @@ def _initial_log_lambda(k_mat: np.ndarray, k: int, target: float = 0.5) -> np.nd
     return np.full((k, k_mat.shape[0]), log_c)
 
 
-def _posterior(y, x, hyper, params, jitter, n_iter, converged, trace) -> VBPosterior:
+def posterior_of(y, x, hyper, params, jitter, n_iter=0, converged=True, trace=()) -> VBPosterior:
+    """The :class:`VBPosterior` of ``params`` (:class:`VBParams`) at ``hyper`` (no optimising)."""
     bound = float(_forward(y, x, hyper, params, jitter, False)[0])
     if not np.isfinite(bound):
         raise ConvergenceError(f"the variational bound ended non-finite ({bound}); try a "
@@ -593,4 +594,4 @@ def fit_vb(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, *, n_inducing: int |
             converged = bool(res.success)
             if n_iter >= max_iter or res.nit <= 2:
                 break
-    return _posterior(y, x, h, params, jitter, n_iter, converged, trace)
+    return posterior_of(y, x, h, params, jitter, n_iter, converged, trace)

@@ -1,0 +1,433 @@
+r"""The supervised GPLVM as a run model: ``sample()``, the store, ``resume`` and the CLI.
+
+The model (Gadd, Wade, Shah & Grammatopoulos, §2): outputs ``Y`` (N × k_y) given latent points
+``Z`` (N × k_z) through independent GPs with the SE-ARD kernel ``k_f`` and noise precision
+``β`` (eq. 1); ``Z`` given observed inputs ``X`` (N × k_x) through independent GPs with the
+unit-magnitude kernel ``k_z`` (eq. 2); kernels in :mod:`.kernels`.  Hyperparameters
+``ξ = (σ, θ_S, θ, β)`` get independent normal priors on ``η = log ξ`` (the paper states none;
+:data:`PRIOR_SD`), sampled by the pseudo-marginal chain of Algorithm 2 with ``Z`` integrated
+out by importance sampling (eq. 6) against the variational ``q(Z)`` of §3; ``Z`` is then
+sampled by elliptical slice sampling (Algorithm 3) for the predictions of §5
+(:mod:`.sweep`).
+
+:class:`SupervisedGPLVM` implements the run protocol (:class:`lattice_lgm._runview.RunView`)
+itself, as the GP classifier does, so ``sample(SupervisedGPLVM(x, y))``, ``resume``,
+``extend``, Dask chains and ``lattice-lgm run`` with ``model.family = "gplvm"`` take it as it
+is.  The store's ``posterior`` holds ``ξ`` by name and ``f``, the latent points ``Z`` (dims
+``obs``, ``latent``); ``sample_stats`` the carried ``log p̃``, the importance sampler's
+``Var(log p̃)`` (``is_log_var``: tune ``n_importance`` until it is about 1, Doucet et al. 2015),
+the variational bound and the re-fits.  ``Z`` is identified only up to the sign of each latent
+dimension (the kernels see distances), so judge convergence on ``ξ`` and on predictions.
+
+Chains start as the paper's (§6.1, "at the ML parameters with noise"): the type-II maximum of
+the variational bound over ``ξ`` (:meth:`SupervisedGPLVM.ml_fit`, computed once), plus
+``N(0, START_NOISE²)`` on ``η`` from each chain's own stream, with ``q`` re-fitted there and
+``Z`` a draw of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_bools, positive_float, positive_int
+from ..errors import InvalidDataError, InvalidParameterError
+from ..gpc.sweeps import one_thread
+from ..samplers.state import LatentState
+from ..store.base import hash_arrays
+from .density import log_p_y_given_z
+from .estimator import log_marginal_estimate
+from .kernels import GPLVMHyper
+from .pmmh import AdaptivePMMH
+from .predict import Predictive, predictive_density
+from .sweep import REFIT, PseudoMarginalSweep, hyper_names, pm_extras, posterior_at, vb_extras
+from .vb import DEFAULT_JITTER, VBParams, VBPosterior, fit_vb, validate_data
+
+__all__ = ["SupervisedGPLVM"]
+
+#: sd of the normal priors on every ``log ξ`` (mean 0): ±2 sd spans e^±6 ≈ 400× either way,
+#: weakly informative on standardised data (the paper states no prior)
+PRIOR_SD = 3.0
+#: sd of the noise on ``η`` added to the ML point per chain (§6.1: "with noise")
+START_NOISE = 0.1
+#: importance draws per estimate (eq. 6's Q); the paper gives none — see docs/gplvm.md for
+#: the log-variance this gives on its sinusoidal data
+N_IMPORTANCE = 64
+#: Algorithm 2's g₀ and Haario's ε (§6.1: g₀ = 200), the initial random-walk variance of η
+G0, EPSILON, INITIAL_COV = 200, 1e-6, 0.01
+#: iterations of a warm VB re-fit at most (a warm re-fit takes ~20: decision 120)
+VB_MAX_ITER = 200
+#: model.options of a configuration file (``from_config``)
+OPTION_KEYS = ("inputs", "outputs", "latent_dim", "n_inducing", "n_importance", "refit",
+               "standardise", "prior_sd", "g0", "jitter")
+
+
+class _Prior:
+    """What a run records of the field's prior (``lgm.prior``)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def describe(self) -> str:
+        """One line for the store's ``field_prior`` attribute."""
+        return self.text
+
+
+class _Shim:
+    """The ``lgm`` a run's bookkeeping reads: the prior's description and ``prior_for``."""
+
+    def __init__(self, prior: _Prior, names: list[str]) -> None:
+        self.prior = prior
+        self.hyper_names = names
+        self.beta_sd = np.zeros(0)
+
+    def prior_for(self, theta: Mapping[str, float], prior: _Prior) -> _Prior:
+        """The prior object of a chain (one for all: ``Z``'s prior lives in the sweep)."""
+        return self.prior
+
+
+class SupervisedGPLVM:
+    """Supervised GPLVM with pseudo-marginal hyperparameters (module docstring).
+
+    Parameters
+    ----------
+    x : array_like, shape (N, k_x) or (N,)
+        Observed inputs (finite).
+    y : array_like, shape (N, k_y)
+        Outputs (finite).
+    latent_dim : int
+        ``k_z`` (<= k_y and <= N − 1).
+    n_inducing : int, optional
+        Inducing inputs of the variational fit (default ``min(N, 15)``).
+    n_importance : int
+        ``Q`` of eq. 6 (>= 1).
+    refit : {"warmup", "always"}
+        When the importance distribution is re-fitted (:mod:`.sweep`): ``"always"`` is the
+        paper's; ``"warmup"`` freezes it after warm-up, which keeps the chain exact.
+    standardise : bool
+        Centre and scale the columns of ``x`` and ``y`` to unit sd (the sampled ``ξ`` are then
+        in standardised units; predictions are mapped back).
+    prior_sd : float
+        sd of the ``N(0, prior_sd²)`` priors on each ``log ξ``.
+    g0 : int
+        Algorithm 2's ``g₀``.
+    jitter : float
+        ``ε`` of ``K_z`` (§6.1).
+    blocks : sequence of sequences of str, optional
+        The Gibbs blocks by hyperparameter name; default the paper's two,
+        ``(σ, θ_1..θ_kz)`` and ``(θ_S, β)``.
+    """
+
+    summary_names = ("z",)
+    exceed_on: str | None = None
+    family = "gplvm"
+
+    def __init__(self, x: Any, y: Any, *, latent_dim: int = 2, n_inducing: int | None = None,
+                 n_importance: int = N_IMPORTANCE, refit: str = "warmup",
+                 standardise: bool = False, prior_sd: float = PRIOR_SD, g0: int = G0,
+                 jitter: float = DEFAULT_JITTER,
+                 blocks: Sequence[Sequence[str]] | None = None) -> None:
+        xa = np.asarray(x)
+        ya = np.asarray(y)
+        for name, a in (("x", xa), ("y", ya)):
+            if a.dtype.kind not in "biuf":
+                raise InvalidDataError(f"{name} has dtype {a.dtype}; give numbers.")
+        xa = xa.astype(float)
+        xa = xa[:, None] if xa.ndim == 1 else xa
+        ya = ya.astype(float)
+        ya = ya[:, None] if ya.ndim == 1 else ya
+        kz = positive_int("latent_dim", latent_dim, "the latent dimension k_z, e.g. 2")
+        check_bools(standardise=standardise)
+        if refit not in REFIT:
+            raise InvalidParameterError(f"refit={refit!r} must be one of {list(REFIT)}.")
+        self.n_importance = positive_int("n_importance", n_importance,
+                                         "importance draws per estimate, e.g. 64")
+        self.prior_sd = positive_float("prior_sd", prior_sd, "the sd of the log-ξ priors")
+        self.g0 = positive_int("g0", g0, "Algorithm 2's adaptation start, e.g. 200")
+        self.jitter = positive_float("jitter", jitter, "K_z's white noise, e.g. 1e-6")
+        self.refit, self.standardise = refit, bool(standardise)
+        hyper0 = GPLVMHyper(np.ones(xa.shape[1] if xa.ndim == 2 else 1), 1.0, np.ones(kz), 1.0)
+        # shapes, finiteness and k_z against the data, before any heavy work
+        validate_data(ya, xa, hyper0)
+        self.x_raw, self.y_raw = xa, ya
+        self.x_mean = xa.mean(0) if standardise else np.zeros(xa.shape[1])
+        self.x_scale = _scale(xa) if standardise else np.ones(xa.shape[1])
+        self.y_mean = ya.mean(0) if standardise else np.zeros(ya.shape[1])
+        self.y_scale = _scale(ya) if standardise else np.ones(ya.shape[1])
+        self.x = (xa - self.x_mean) / self.x_scale
+        self.y = (ya - self.y_mean) / self.y_scale
+        self.n, self.k_x, self.k_y, self.k_z = len(xa), xa.shape[1], ya.shape[1], kz
+        if n_inducing is not None and not (isinstance(n_inducing, int | np.integer)
+                                           and 1 <= n_inducing <= self.n):
+            raise InvalidParameterError(
+                f"n_inducing={n_inducing!r} must be an integer in [1, N] = [1, {self.n}].")
+        self.n_inducing = min(self.n, 15) if n_inducing is None else int(n_inducing)
+        self.names = hyper_names(self.k_x, kz)
+        self.blocks = self._blocks(blocks)
+        self.block_names = ["+".join(self.names[i] for i in b) for b in self.blocks]
+        self.epsilon, self.initial_cov, self.vb_max_iter = EPSILON, INITIAL_COV, VB_MAX_ITER
+        self.dims, self.shape = ("obs", "latent"), (self.n, kz)
+        self.field_coords = {"obs": np.arange(self.n), "latent": np.arange(kz)}
+        self.coef_names: list[str] = []
+        self.inside = np.ones(self.shape, dtype=bool)
+        self.units = ""
+        self.lgm = _Shim(_Prior(self.priors_text()["Z"]), self.names)
+        self._ml: VBPosterior | None = None
+        self.last_start_report: str | None = None
+
+    def _blocks(self, blocks: Sequence[Sequence[str]] | None) -> list[np.ndarray]:
+        kx, kz = self.k_x, self.k_z
+        if blocks is None:  # §6.1: ξ1 = (σ, θ_1..θ_kz), ξ2 = (θ_S, β)
+            return [np.r_[0:kx, kx + 1:kx + 1 + kz], np.array([kx, kx + kz + 1])]
+        idx = [[self.names.index(v) if v in self.names else -1 for v in b] for b in blocks]
+        flat = sorted(i for b in idx for i in b)
+        if flat != list(range(len(self.names))):
+            raise InvalidParameterError(
+                f"blocks={blocks!r} must partition the hyperparameters {self.names} (each "
+                "name in exactly one block).")
+        return [np.array(b) for b in idx]
+
+    # -- the pieces the sweep uses -------------------------------------------------------------
+    def hyper_of(self, eta: np.ndarray) -> GPLVMHyper:
+        """``ξ = exp(η)``."""
+        return GPLVMHyper.from_log(eta, self.k_x, self.k_z)
+
+    def theta_dict(self, etas: np.ndarray) -> dict[str, np.ndarray]:
+        """``ξ`` of every chain by name, from ``η`` (chains, d)."""
+        xi = np.exp(np.asarray(etas, dtype=float))
+        return {k: xi[:, i].copy() for i, k in enumerate(self.names)}
+
+    def log_prior(self, eta: np.ndarray) -> float:
+        """``log p(η)``: independent ``N(0, prior_sd²)`` on each ``log ξ``."""
+        return float(-0.5 * np.sum((eta / self.prior_sd) ** 2)
+                     - eta.size * np.log(self.prior_sd * np.sqrt(2 * np.pi)))
+
+    def pmmh(self, estimate: Any = None, hook: Any = None) -> AdaptivePMMH:
+        """Algorithm 2's sampler with this model's blocks, prior and settings."""
+        return AdaptivePMMH(estimate or (lambda e, r: 0.0), self.log_prior, self.blocks,
+                            prior_on="eta", g0=self.g0, n0=0, epsilon=self.epsilon,
+                            initial_cov=self.initial_cov, hook=hook)
+
+    def q_of(self, params: VBParams, eta: np.ndarray) -> VBPosterior:
+        """The variational ``q`` of ``params`` fitted at ``η``."""
+        return posterior_at(self, params, eta)
+
+    @contextlib.contextmanager
+    def threads(self) -> Iterator[None]:
+        """One BLAS thread for the small dense algebra, unless a run's budget is in force."""
+        with one_thread():
+            yield
+
+    # -- maximum likelihood (the paper's comparison and the chains' start) ----------------------
+    def initial_hyper(self) -> GPLVMHyper:
+        """The ML search's start: σ_l = 1/Var(x_l), θ_S = Var(y), θ_j = 1, β = 10/Var(y)."""
+        vy = float(np.mean(np.var(self.y, axis=0))) or 1.0
+        vx = np.var(self.x, axis=0)
+        return GPLVMHyper(1.0 / np.where(vx > 0, vx, 1.0), vy, np.ones(self.k_z), 10.0 / vy)
+
+    def ml_fit(self) -> VBPosterior:
+        """Type-II maximum likelihood of the variational bound over ``ξ`` (computed once).
+
+        The paper's "maximum likelihood" comparison (§6.1) and the chains' start; its
+        ``hyper`` is ``ξ̂``.
+        """
+        if self._ml is None:
+            with self.threads():
+                self._ml = fit_vb(self.y, self.x, self.initial_hyper(), optimise_hyper=True,
+                                  n_inducing=self.n_inducing, jitter=self.jitter,
+                                  rng=np.random.default_rng(0))
+        return self._ml
+
+    # -- lattice_lgm._runview.RunView -----------------------------------------------------------
+    def init_state(self, rngs: Sequence[np.random.Generator],
+                   chains: Sequence[int] | None = None, initvals: Any = None,
+                   warm: bool = True) -> LatentState:
+        """Chains at the ML point plus noise on ``η`` (or ``initvals``), ``q`` fitted there.
+
+        ``initvals``: a mapping of hyperparameter name to value (or one per chain), all names.
+        ``warm=False`` (a store's layout only): ``ξ`` at :meth:`initial_hyper`, ``Z`` zero.
+        """
+        n = len(rngs)
+        chains = tuple(range(n)) if chains is None else tuple(int(c) for c in chains)
+        if not warm:
+            eta = np.tile(self.initial_hyper().to_log(), (n, 1))
+            z = np.zeros((n, *self.shape))
+            return LatentState(self.theta_dict(eta), (self.lgm.prior,) * n, z, z.copy(),
+                               np.zeros((n, 0)), np.zeros(n), chains, None)
+        etas = self._start_etas(rngs, initvals)
+        pm = self.pmmh()
+        fits, states, z, ll = [], [], np.zeros((n, *self.shape)), np.zeros(n)
+        with self.threads():
+            ml = self.ml_fit()
+            for c, rng in enumerate(rngs):
+                h = self.hyper_of(etas[c])
+                q = fit_vb(self.y, self.x, h, init=ml, jitter=self.jitter)
+                fits.append(q)
+
+                def estimate(e: np.ndarray, r: np.random.Generator, q: VBPosterior = q) -> float:
+                    return _estimate(self, e, q, r)
+
+                pm.log_estimate = estimate
+                s = pm.initial_state(etas[c], rng)
+                states.append(s)
+                z[c] = q.sample(rng, 1)[0]
+                ll[c] = float(log_p_y_given_z(self.y, z[c], h)[0])
+        ex = {**pm_extras(pm, states), **vb_extras(fits, etas)}
+        return LatentState(self.theta_dict(etas), (self.lgm.prior,) * n, z, z.copy(),
+                           np.zeros((n, 0)), ll, chains, ex)
+
+    def _start_etas(self, rngs: Sequence[np.random.Generator], initvals: Any) -> np.ndarray:
+        n = len(rngs)
+        if initvals is not None:
+            per = [initvals] * n if isinstance(initvals, Mapping) else list(initvals)
+            if len(per) != n or any(set(p) != set(self.names) for p in per):
+                raise InvalidParameterError(
+                    f"initvals={initvals!r}: give a mapping of every hyperparameter "
+                    f"{self.names} to a value > 0, for all chains or one per chain.")
+            out = np.array([[float(p[k]) for k in self.names] for p in per])
+            if not np.all(np.isfinite(out) & (out > 0)):
+                raise InvalidParameterError(
+                    f"initvals hold non-positive or non-finite values {out.tolist()}; every "
+                    "hyperparameter is positive.")
+            self.last_start_report = "initvals"
+            return np.log(out)
+        eta_ml = self.ml_fit().hyper.to_log()
+        self.last_start_report = "ml"
+        return np.stack([eta_ml + START_NOISE * r.standard_normal(eta_ml.size) for r in rngs])
+
+    def default_representation(self) -> str:
+        """The only sampler: Algorithm 2 then Algorithm 3 (``"pmmh"``)."""
+        return "pmmh"
+
+    def default_sweep(self, representation: str, n_latent: int,
+                      tune: int = 0) -> PseudoMarginalSweep:
+        """The pseudo-marginal sweep (``n_latent``: elliptical slice updates of ``Z``)."""
+        if representation not in ("auto", "pmmh"):
+            raise InvalidParameterError(
+                f"representation={representation!r} is not a GPLVM sampler; choose 'auto' or "
+                "'pmmh'.")
+        return PseudoMarginalSweep(self, tune=tune, n_latent=n_latent)
+
+    def record(self, state: LatentState) -> dict[str, Any]:
+        """``ξ`` by name, the latent points ``Z`` and their running summary."""
+        z = np.asarray(state.f, dtype=float)
+        scalars = {k: np.asarray(state.theta[k], dtype=float) for k in self.names}
+        return {"scalars": scalars, "beta": None, "f": z.astype(np.float32),
+                "summary": {"z": z}}
+
+    def data_groups(self) -> dict[str, dict[str, tuple[tuple[str, ...], np.ndarray]]]:
+        """The outputs (``observed_data.y``) and inputs (``constant_data.x``), as given."""
+        return {"observed_data": {"y": (("obs", "output"), self.y_raw)},
+                "constant_data": {"x": (("obs", "input"), self.x_raw)}}
+
+    def extra_coords(self) -> dict[str, np.ndarray]:
+        """Output and input indices."""
+        return {"output": np.arange(self.k_y), "input": np.arange(self.k_x)}
+
+    def data_hash(self) -> str:
+        """A digest of the data and the settings that change the target."""
+        return hash_arrays({"x": self.x_raw, "y": self.y_raw,
+                            "settings": np.array([self.k_z, self.prior_sd, self.jitter,
+                                                  float(self.standardise)])})
+
+    def priors_text(self) -> dict[str, str]:
+        """The priors as stated."""
+        return {"xi": f"log ξ ~ N(0, {self.prior_sd:g}²) each, ξ = {tuple(self.names)}",
+                "Z": f"Z[:, j] ~ GP(0, exp(−½ Σ σ_l Δx_l²) + {self.jitter:g}·δ), j < {self.k_z}"}
+
+    def describe(self) -> str:
+        """One line for ``lattice-lgm run``."""
+        std = ", standardised" if self.standardise else ""
+        return (f"supervised GPLVM: N = {self.n}, k_x = {self.k_x}, k_y = {self.k_y}, "
+                f"k_z = {self.k_z}{std}; pseudo-marginal ξ (Q = {self.n_importance}, "
+                f"refit {self.refit}), elliptical slice Z")
+
+    # -- predictions (§5) -----------------------------------------------------------------------
+    def predictive(self, hypers: Sequence[GPLVMHyper], zs: np.ndarray, x_new: Any,
+                   y_grid: Any, rng: np.random.Generator, n_latent: int = 1) -> Predictive:
+        """§5's predictive density and mean at ``x_new`` from draws ``(ξ^(g), Z^(g))``.
+
+        Parameters
+        ----------
+        hypers : sequence of GPLVMHyper, length D
+        zs : ndarray, shape (D, N, k_z)
+        x_new : array_like, shape (M, k_x)
+            In the units of the data as given.
+        y_grid : array_like, shape (G,) or (G, k_y)
+            In the data's units.
+        rng : numpy Generator
+        n_latent : int
+            ``z_*`` draws per posterior draw.
+
+        Returns
+        -------
+        Predictive
+            ``density`` (M, G, k_y) per unit of ``y`` as given, ``mean`` (M, k_y), in the
+            data's units (the standardisation undone).
+        """
+        xn = np.asarray(x_new, dtype=float)
+        xn = xn[:, None] if xn.ndim == 1 else xn
+        g = np.asarray(y_grid, dtype=float)
+        g_std = (g - self.y_mean) / self.y_scale if g.ndim == 2 else (
+            (g[:, None] - self.y_mean) / self.y_scale)
+        with self.threads():
+            p = predictive_density((xn - self.x_mean) / self.x_scale, self.x, self.y, hypers,
+                                   zs, g_std, rng, n_latent, self.jitter)
+        grid = g_std * self.y_scale + self.y_mean
+        return p._replace(grid=grid, density=p.density / self.y_scale,
+                          mean=p.mean * self.y_scale + self.y_mean)
+
+    # -- the configuration file ---------------------------------------------------------------
+    @classmethod
+    def from_config(cls, config: Any) -> SupervisedGPLVM:
+        """The model of a configuration with ``model.family = "gplvm"``.
+
+        ``data.points``: a CSV with a header row.  ``model.options``: ``inputs`` (the X
+        columns, required), ``outputs`` (the Y columns; default every other column),
+        ``latent_dim`` (2), ``n_inducing``, ``n_importance`` (64), ``refit`` ("warmup"),
+        ``standardise`` (false), ``prior_sd`` (3.0), ``g0`` (200), ``jitter`` (1e-6).
+        """
+        import pandas as pd
+
+        r = config.resolved
+        opts = dict(r["model"]["options"])
+        unknown = sorted(set(opts) - set(OPTION_KEYS))
+        if unknown:
+            raise InvalidParameterError(
+                f"model.options has unknown keys {unknown} for the GPLVM; known: "
+                f"{list(OPTION_KEYS)}.")
+        path = r["data"]["points"]
+        table = pd.read_csv(path)
+        inputs = opts.get("inputs")
+        if inputs is None:
+            raise InvalidParameterError(
+                "model.options.inputs is required for the GPLVM: the columns of X, e.g. "
+                f"inputs = [{', '.join(repr(c) for c in list(table.columns)[:1])}].")
+        inputs = [inputs] if isinstance(inputs, str) else list(inputs)
+        outputs = opts.get("outputs", [c for c in table.columns if c not in inputs])
+        outputs = [outputs] if isinstance(outputs, str) else list(outputs)
+        missing = [c for c in [*inputs, *outputs] if c not in table.columns]
+        if missing or not outputs or set(inputs) & set(outputs):
+            raise InvalidDataError(
+                f"model.options inputs={inputs!r}, outputs={outputs!r}: {missing or 'overlap'}"
+                f" — name distinct columns of {path} ({list(table.columns)}).")
+        kw = {k: opts[k] for k in ("n_inducing", "n_importance", "refit", "standardise",
+                                   "prior_sd", "g0", "jitter") if k in opts}
+        return cls(table[inputs].to_numpy(), table[outputs].to_numpy(),
+                   latent_dim=opts.get("latent_dim", 2), **kw)
+
+
+def _scale(a: np.ndarray) -> np.ndarray:
+    s = a.std(axis=0)
+    return np.where(s > 0, s, 1.0)
+
+
+def _estimate(model: SupervisedGPLVM, eta: np.ndarray, q: VBPosterior,
+              rng: np.random.Generator) -> float:
+    """``log p̃(Y | X, ξ(η))`` with ``q`` (eq. 6)."""
+    return float(log_marginal_estimate(model.y, model.x, model.hyper_of(eta), q,
+                                       model.n_importance, rng, model.jitter).log_p_hat)
+

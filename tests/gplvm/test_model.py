@@ -1,0 +1,211 @@
+"""The supervised GPLVM as a run model: construction, bad inputs, ``sample()`` into a store,
+exact resume, determinism, predictions and the command line (``model.family = "gplvm"``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lattice_lgm._runview import RunView
+from lattice_lgm.errors import InvalidDataError, InvalidParameterError, ShapeMismatchError
+from lattice_lgm.gplvm import model as gplvm_model
+from lattice_lgm.gplvm.kernels import GPLVMHyper
+from lattice_lgm.gplvm.model import SupervisedGPLVM
+from lattice_lgm.gplvm.sweep import PseudoMarginalSweep
+from lattice_lgm.runs import sample
+from lattice_lgm.samplers import chain_rngs
+from lattice_lgm.store import open_store
+from lattice_lgm.store.base import ResumeMismatchError
+from tests.runs.test_runs import _assert_same_store, _crash_after_checkpoint
+
+RUN = dict(draws=4, tune=3, chains=2, random_seed=3, checkpoint_every=2, progressbar=False)
+
+
+def _data(n=10, seed=0):
+    """§6.1's sinusoids (eq. 9, F_i = 1), three features."""
+    rng = np.random.default_rng(seed)
+    x = np.linspace(0.0, 4.0 * np.pi, n)
+    zeta = rng.uniform(0.0, 1.0, 3)
+    f = np.stack([zeta[0] * np.cos(x), zeta[1] * np.cos(x), zeta[2] * np.sin(x)], axis=1)
+    return x, f + 0.05 * rng.standard_normal(f.shape)
+
+
+@pytest.fixture(scope="module")
+def model():
+    x, y = _data()
+    return SupervisedGPLVM(x, y, latent_dim=2, n_importance=8, n_inducing=6)
+
+
+# -- construction and bad inputs -------------------------------------------------------------
+def test_it_is_a_run_view_with_the_papers_blocks(model):
+    assert isinstance(model, RunView)
+    assert model.names == ["sigma_1", "theta_s", "theta_1", "theta_2", "noise_precision"]
+    # §6.1: ξ1 = (σ_1, θ_1, θ_2), ξ2 = (θ_S, β)
+    assert [b.tolist() for b in model.blocks] == [[0, 2, 3], [1, 4]]
+    assert model.block_names == ["sigma_1+theta_1+theta_2", "theta_s+noise_precision"]
+    assert model.dims == ("obs", "latent") and model.shape == (10, 2)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(latent_dim=4), InvalidParameterError, "k_z"),
+    (dict(latent_dim=0), InvalidParameterError, "latent_dim"),
+    (dict(refit="sometimes"), InvalidParameterError, "refit='sometimes'"),
+    (dict(n_importance=0), InvalidParameterError, "n_importance"),
+    (dict(n_inducing=11), InvalidParameterError, "n_inducing=11"),
+    (dict(prior_sd=-1.0), InvalidParameterError, "prior_sd"),
+    (dict(blocks=[["sigma_1", "theta_s"], ["theta_1"]]), InvalidParameterError, "partition"),
+    (dict(y="abc"), InvalidDataError, "dtype"),
+    (dict(y=np.full((10, 3), np.nan)), InvalidDataError, "finite"),
+    (dict(x=np.zeros(9)), ShapeMismatchError, "9"),
+])
+def test_bad_inputs_are_refused_before_any_heavy_work(monkeypatch, kwargs, error, match):
+    def no_fit(*a, **k):
+        raise AssertionError("fit_vb ran before the inputs were checked")
+
+    monkeypatch.setattr(gplvm_model, "fit_vb", no_fit)
+    x, y = _data()
+    args = {"x": x, "y": y, **kwargs}
+    with pytest.raises(error, match=match):
+        SupervisedGPLVM(args.pop("x"), args.pop("y"), **args)
+
+
+def test_initvals_are_checked_and_used(model):
+    rngs = chain_rngs(0, 2)
+    good = {"sigma_1": 0.2, "theta_s": 1.0, "theta_1": 0.3, "theta_2": 0.3,
+            "noise_precision": 100.0}
+    st = model.init_state(rngs, [0, 1], initvals=good)
+    np.testing.assert_allclose(st.theta["noise_precision"], [100.0, 100.0])
+    assert model.last_start_report == "initvals"
+    with pytest.raises(InvalidParameterError, match="initvals"):
+        model.init_state(rngs, [0, 1], initvals={"sigma_1": 1.0})
+    with pytest.raises(InvalidParameterError, match="non-positive"):
+        model.init_state(rngs, [0, 1], initvals=dict(good, noise_precision=-1.0))
+
+
+def test_the_start_is_the_ml_point_with_noise(model):
+    st = model.init_state(chain_rngs(1, 3), [0, 1, 2])
+    eta_ml = model.ml_fit().hyper.to_log()
+    eta = np.log(np.stack([st.theta[k] for k in model.names], axis=1))
+    d = eta - eta_ml
+    assert np.all(np.abs(d) < 6 * gplvm_model.START_NOISE) and np.all(d.std(0) > 0)
+    np.testing.assert_allclose(st.extras["pm/eta"], eta)
+    assert np.all(np.isfinite(st.extras["pm/log_p_hat"])) and np.all(np.isfinite(st.loglik))
+
+
+def test_refit_policy_always_refits_after_warmup_and_warmup_does_not(model):
+    x, y = _data()
+    rngs = chain_rngs(5, 1)
+    for refit, expect_after in (("warmup", 0), ("always", None)):
+        m = SupervisedGPLVM(x, y, latent_dim=2, n_importance=8, n_inducing=6, refit=refit)
+        st = m.init_state(chain_rngs(4, 1), [0])
+        sweep = PseudoMarginalSweep(m, tune=2)
+        n_ref, accs = [], []
+        for _ in range(8):
+            st, info = sweep.step(st, rngs)
+            n_ref.append(int(info["n_refit"][0]))
+            accs.append(sum(int(v[0]) for k, v in info.items() if k.startswith("accepted/")))
+        after = n_ref[2:]
+        if expect_after == 0:
+            assert sum(after) == 0
+        else:  # one re-fit per accepted block update
+            assert after == accs[2:] and sum(after) > 0
+
+
+# -- runs ----------------------------------------------------------------------------------------
+def test_it_samples_into_a_store(model, tmp_path):
+    tree = sample(model, store=tmp_path / "g.zarr", **RUN)
+    post = tree["posterior"]
+    assert post["f"].dims == ("chain", "draw", "obs", "latent")
+    assert post["f"].shape == (2, 4, 10, 2)
+    assert set(model.names) <= set(post.data_vars)
+    assert np.all(post["noise_precision"].values > 0)
+    stats = tree["sample_stats"]
+    assert {"log_p_hat", "is_log_var", "vb_bound", "n_refit", "loglik"} <= set(stats.data_vars)
+    assert np.all(np.isfinite(stats["log_p_hat"].values))
+    np.testing.assert_array_equal(tree["observed_data"]["y"].values, model.y_raw)
+    np.testing.assert_array_equal(tree["constant_data"]["x"].values, model.x_raw)
+    assert tree.attrs["run_config"]["representation"] == "pmmh"
+
+
+def test_an_interrupted_run_resumes_byte_for_byte(model, tmp_path, monkeypatch):
+    ref = tmp_path / "ref.zarr"
+    sample(model, store=ref, **RUN)
+    p = tmp_path / "cut.zarr"
+    _crash_after_checkpoint(model, p, monkeypatch, n=3, run=RUN)
+    sample(model, store=p, resume=True, **RUN)
+    _assert_same_store(ref, p)
+
+
+def test_the_same_seed_gives_the_same_draws_and_another_does_not(model):
+    a = sample(model, **RUN)["posterior"]["theta_s"].values
+    b = sample(model, **RUN)["posterior"]["theta_s"].values
+    c = sample(model, **dict(RUN, random_seed=4))["posterior"]["theta_s"].values
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+
+
+def test_a_resume_with_other_data_is_refused(model, tmp_path):
+    sample(model, store=tmp_path / "g.zarr", **dict(RUN, draws=2))
+    x, y = _data(seed=1)
+    other = SupervisedGPLVM(x, y, latent_dim=2, n_importance=8, n_inducing=6)
+    with pytest.raises(ResumeMismatchError, match="the data"):
+        sample(other, store=tmp_path / "g.zarr", resume=True, **dict(RUN, draws=2))
+
+
+def test_predictions_come_back_in_the_data_units():
+    x, y = _data()
+    a = SupervisedGPLVM(x, y, latent_dim=2, n_importance=8, n_inducing=6)
+    b = SupervisedGPLVM(x, 3.0 * y + 5.0, latent_dim=2, n_importance=8, n_inducing=6,
+                        standardise=True)
+    st = a.init_state(chain_rngs(2, 1), [0])
+    h = [a.hyper_of(st.extras["pm/eta"][0])]
+    grid = np.linspace(-2.0, 2.0, 401)
+    pa = a.predictive(h, st.f, [[1.0]], grid, np.random.default_rng(0))
+    assert pa.density.shape == (1, 401, 3)
+    mass = pa.density.sum(axis=1) * (grid[1] - grid[0])
+    np.testing.assert_allclose(mass, 1.0, atol=1e-3)
+    # the standardised model predicts in y's units: mass 1 on a grid in those units
+    pb = b.predictive([b.hyper_of(b.init_state(chain_rngs(2, 1), [0]).extras["pm/eta"][0])],
+                      b.init_state(chain_rngs(2, 1), [0]).f, [[1.0]], 3.0 * grid + 5.0,
+                      np.random.default_rng(0))
+    mass_b = pb.density.sum(axis=1) * 3.0 * (grid[1] - grid[0])
+    np.testing.assert_allclose(mass_b, 1.0, atol=1e-3)
+    assert isinstance(h[0], GPLVMHyper)
+
+
+# -- the configuration file and the command line -----------------------------------------------
+def _write(tmp_path, options):
+    x, y = _data()
+    rows = "\n".join(f"{a:.6f},{b[0]:.6f},{b[1]:.6f},{b[2]:.6f}" for a, b in
+                     zip(x, y, strict=True))
+    (tmp_path / "d.csv").write_text("t,y1,y2,y3\n" + rows)
+    (tmp_path / "c.toml").write_text(
+        '[data]\npoints = "d.csv"\n\n'
+        f'[model]\nfamily = "gplvm"\noptions = {options}\n\n'
+        '[sampling]\nseed = 3\nchains = 2\ntune = 2\ndraws = 2\ncheckpoint_every = 2\n')
+
+
+def test_it_runs_from_a_config_through_the_command_line(tmp_path, capsys, monkeypatch):
+    from lattice_lgm import cli
+
+    _write(tmp_path, '{ inputs = ["t"], n_importance = 8, n_inducing = 6 }')
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", "c.toml", "--no-progress"]) == 0
+    assert capsys.readouterr().out.startswith("supervised GPLVM: N = 10, k_x = 1, k_y = 3")
+    tree = open_store(tmp_path / "c.zarr")
+    assert tree["posterior"]["f"].shape == (2, 2, 10, 2)
+    assert cli.main(["resume", str(tmp_path / "c.zarr"), "--no-progress"]) == 0
+
+
+@pytest.mark.parametrize("options, message", [
+    ('{ inputs = ["t"], latent = 2 }', "model.options has unknown keys ['latent']"),
+    ('{ n_importance = 8 }', "model.options.inputs is required"),
+    ('{ inputs = ["u"] }', "['u']"),
+])
+def test_config_errors_name_the_option(tmp_path, capsys, monkeypatch, options, message):
+    from lattice_lgm import cli
+
+    _write(tmp_path, options)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", "c.toml", "--no-progress"]) != 0
+    assert message in capsys.readouterr().err

@@ -1,0 +1,64 @@
+"""The supervised-GPLVM experiment (benchmarks/papers/gplvm.py): its data, reference density,
+error measure and its quick run."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.papers._paper_scripts import load
+
+G = load("gplvm")
+
+
+def test_the_data_follow_eq_9():
+    d1 = G.sinusoids(1)
+    assert d1["x"].shape == (30,) and d1["y"].shape == (30, 6)
+    assert d1["x"][0] == 0.0 and d1["x"][-1] == pytest.approx(4 * np.pi)
+    np.testing.assert_array_equal(d1["F"], 1.0)
+    d3 = G.sinusoids(3)
+    assert np.all((d3["F"] >= 0.7) & (d3["F"] <= 1.3)) and np.ptp(d3["F"]) > 0
+    # noise sd 0.05 around ζ cos(F x) / ζ sin(F x)
+    f = np.stack([d3["zeta"][i] * (np.cos if i < 3 else np.sin)(d3["F"][i] * d3["x"])
+                  for i in range(6)], axis=1)
+    assert np.std(d3["y"] - f) == pytest.approx(0.05, rel=0.2)
+
+
+def test_the_reference_density_integrates_to_one_and_the_error_is_normalised():
+    d = G.sinusoids(2)
+    xs = np.linspace(0, 4 * np.pi, 5)
+    grid = np.linspace(-2.0, 2.0, 2001)
+    p = G.true_density(d, 2, xs, grid)
+    np.testing.assert_allclose(p.sum(axis=1) * (grid[1] - grid[0]), 1.0, atol=1e-6)
+    assert G.percentage_error(p, p) == [0.0] * 6
+    assert G.percentage_error(np.zeros_like(p), p) == pytest.approx([100.0] * 6)
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gplvm")
+    assert G.main(["--quick", "--out", str(out), "--cases", "1", "3"]) == 0
+    return out
+
+
+def test_quick_run_writes_every_row(quick):
+    res = json.loads((quick / "gplvm.json").read_text())
+    assert res["mode"] == "quick"
+    assert [(r["case"], r["refit"]) for r in res["cases"]] == [(1, "always"), (3, "always"),
+                                                               (3, "warmup")]
+    for r in res["cases"]:
+        assert len(r["error_marginal"]) == 6 and len(r["error_ml"]) == 6
+        assert set(r["diagnostics"]) == {"sigma_1", "theta_s", "theta_1", "theta_2",
+                                         "noise_precision"}
+    assert res["ionosphere"]["n"] == G.QUICK["iono"]["n"]
+    assert (quick / "gplvm.png").stat().st_size > 0
+    assert "Table 1" in (quick / "gplvm.md").read_text()
+
+
+def test_a_rerun_reads_the_cached_rows(quick):
+    before = json.loads((quick / "gplvm.json").read_text())
+    assert G.main(["--quick", "--out", str(quick), "--cases", "1", "--no-ionosphere"]) == 0
+    after = json.loads((quick / "gplvm.json").read_text())
+    assert after["cases"][0] == before["cases"][0]
