@@ -209,3 +209,16 @@ def test_config_errors_name_the_option(tmp_path, capsys, monkeypatch, options, m
     monkeypatch.chdir(tmp_path)
     assert cli.main(["run", "c.toml", "--no-progress"]) != 0
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_dask_worker_processes_draw_what_the_in_process_run_draws(model, tmp_path):
+    """Chains as Dask tasks (the per-chain work is Python-bound): two worker processes, one
+    chain each, write the same draws as the in-process run."""
+    pytest.importorskip("dask.distributed")
+    ref = sample(model, store=tmp_path / "ref.zarr", **RUN)
+    there = sample(model, store=tmp_path / "dask.zarr", dask_workers=2, **RUN)
+    for g in ("posterior", "sample_stats"):
+        for v in ref[g].data_vars:
+            np.testing.assert_array_equal(ref[g][v].values, there[g][v].values,
+                                          err_msg=f"{g}/{v}")
