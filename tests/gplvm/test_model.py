@@ -32,8 +32,10 @@ def _data(n=10, seed=0):
 
 @pytest.fixture(scope="module")
 def model():
+    """The run-machinery tests' model: the paper's cheaper refit policy (a fit per accepted
+    update, not per proposal); the default policy runs in the command-line test."""
     x, y = _data()
-    return SupervisedGPLVM(x, y, latent_dim=2, n_importance=8, n_inducing=6)
+    return SupervisedGPLVM(x, y, latent_dim=2, n_importance=8, n_inducing=6, refit="always")
 
 
 # -- construction and bad inputs -------------------------------------------------------------
@@ -92,23 +94,32 @@ def test_the_start_is_the_ml_point_with_noise(model):
     assert np.all(np.isfinite(st.extras["pm/log_p_hat"])) and np.all(np.isfinite(st.loglik))
 
 
-def test_refit_policy_always_refits_after_warmup_and_warmup_does_not(model):
+def test_refit_policies_fit_q_when_they_say(model):
+    """"proposal": one fit per proposal estimated (q a function of ξ' alone); "always": one
+    per accepted block update, warm-up or not; "warmup": none after warm-up."""
     x, y = _data()
     rngs = chain_rngs(5, 1)
-    for refit, expect_after in (("warmup", 0), ("always", None)):
+    for refit in ("proposal", "always", "warmup"):
         m = SupervisedGPLVM(x, y, latent_dim=2, n_importance=8, n_inducing=6, refit=refit)
         st = m.init_state(chain_rngs(4, 1), [0])
         sweep = PseudoMarginalSweep(m, tune=2)
-        n_ref, accs = [], []
-        for _ in range(8):
+        n_ref, accs, evals = [], [], []
+        for _ in range(6):
             st, info = sweep.step(st, rngs)
             n_ref.append(int(info["n_refit"][0]))
             accs.append(sum(int(v[0]) for k, v in info.items() if k.startswith("accepted/")))
-        after = n_ref[2:]
-        if expect_after == 0:
-            assert sum(after) == 0
-        else:  # one re-fit per accepted block update
-            assert after == accs[2:] and sum(after) > 0
+            evals.append(int(info["n_loglik"][0]))
+        if refit == "proposal":  # every block's proposal was estimated here (none left the
+            assert n_ref == [len(m.blocks)] * 6  # prior's support, which is all of R^d)
+        elif refit == "always":
+            assert n_ref == accs and sum(n_ref) > 0
+        else:
+            assert sum(n_ref[2:]) == 0
+    # q at a proposal is a function of the proposal alone: the same η gives the same q
+    eta = m.ml_fit().hyper.to_log() + 0.1
+    a, b = m.q_at(eta), m.q_at(eta.copy())
+    np.testing.assert_array_equal(a.mu, b.mu)
+    np.testing.assert_array_equal(a.S, b.S)
 
 
 # -- runs ----------------------------------------------------------------------------------------
@@ -147,7 +158,7 @@ def test_the_same_seed_gives_the_same_draws_and_another_does_not(model):
 def test_a_resume_with_other_data_is_refused(model, tmp_path):
     sample(model, store=tmp_path / "g.zarr", **dict(RUN, draws=2))
     x, y = _data(seed=1)
-    other = SupervisedGPLVM(x, y, latent_dim=2, n_importance=8, n_inducing=6)
+    other = SupervisedGPLVM(x, y, latent_dim=2, n_importance=8, n_inducing=6, refit="always")
     with pytest.raises(ResumeMismatchError, match="the data"):
         sample(other, store=tmp_path / "g.zarr", resume=True, **dict(RUN, draws=2))
 

@@ -46,8 +46,8 @@ def quick(tmp_path_factory):
 def test_quick_run_writes_every_row(quick):
     res = json.loads((quick / "gplvm.json").read_text())
     assert res["mode"] == "quick"
-    assert [(r["case"], r["refit"]) for r in res["cases"]] == [(1, "always"), (3, "always"),
-                                                               (3, "warmup")]
+    assert [(r["case"], r["refit"]) for r in res["cases"]] == [
+        (1, "always"), (3, "always"), (3, "proposal"), (3, "warmup")]
     for r in res["cases"]:
         assert len(r["error_marginal"]) == 6 and len(r["error_ml"]) == 6
         assert set(r["diagnostics"]) == {"sigma_1", "theta_s", "theta_1", "theta_2",
