@@ -14,7 +14,7 @@ from lattice_lgm.samplers._latent import loglik_at
 from lattice_lgm.samplers.manifold import ManifoldHMC, ManifoldMALA
 
 from .cases import HAS_CHOLMOD
-from .test_manifold import _gaussian_case, _mcse, _poisson_model
+from .test_manifold import _gaussian_case, _poisson_model, assert_cell_moments
 
 pytestmark = pytest.mark.skipif(not HAS_CHOLMOD, reason="needs scikit-sparse (CHOLMOD)")
 
@@ -143,8 +143,6 @@ def test_chains_from_an_arbitrary_start_find_the_exact_posterior():
     """4 chains × (200 + 1000) trajectories from the usual start, ε fixed at 1 (the metric is
     exact here, so dual averaging meets the stability cliff at ε = 2: docs/manifold.md);
     means and sds of 6 cells within their MCSE (ArviZ; Bonferroni at ``FALSE_FAILURE_RATE``)."""
-    import arviz as az
-
     model, mean, sd = _gaussian_case()
     rngs = chain_rngs(17, 4)
     state = init_state(model, rngs)
@@ -154,16 +152,7 @@ def test_chains_from_an_arbitrary_start_find_the_exact_posterior():
         state, _ = sweep.step(state, rngs)
         if i >= 200:
             draws.append(state.f.reshape(4, -1).copy())
-    x = np.stack(draws, axis=1)
-    cells = np.linspace(0, x.shape[2] - 1, 6).astype(int)
-    crit = stats.norm.ppf(1 - FALSE_FAILURE_RATE / (2 * 2 * len(cells)))
-    for j in cells:
-        v = x[:, :, j]
-        z_mean = (v.mean() - mean[j]) / _mcse(az, v, "mean")
-        z_sd = (v.std() - sd[j]) / _mcse(az, v, "sd")
-        print(f"cell {j}: z mean {z_mean:+.2f}, z sd {z_sd:+.2f} (critical {crit:.2f})")
-        assert abs(z_mean) < crit, (j, z_mean)
-        assert abs(z_sd) < crit, (j, z_sd)
+    assert_cell_moments(np.stack(draws, axis=1), mean, sd)
 
 
 def test_a_gibbs_sweep_runs_it_and_counts_gradients():
