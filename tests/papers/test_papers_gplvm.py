@@ -47,7 +47,7 @@ def test_quick_run_writes_every_row(quick):
     res = json.loads((quick / "gplvm.json").read_text())
     assert res["mode"] == "quick"
     assert [(r["case"], r["refit"]) for r in res["cases"]] == [
-        (1, "always"), (3, "always"), (3, "proposal"), (3, "warmup")]
+        (1, "always"), (3, "always"), (3, "proposal")]
     for r in res["cases"]:
         assert len(r["error_marginal"]) == 6 and len(r["error_ml"]) == 6
         assert set(r["diagnostics"]) == {"sigma_1", "theta_s", "theta_1", "theta_2",
