@@ -18,7 +18,7 @@ range bounded at 64 cells: a 384² padded state).  Methods, all from the same wa
 **Interleaved**: the methods run in one process, round-robin in blocks of ``--block``
 iterations, each method's wall clock counting only its own blocks, so machine load falls on
 all of them alike; the 1-minute load average is recorded at every block.  After the
-``--tune`` warm-up iterations, bulk ESS (ArviZ) per second of sampling of: the
+``--tune`` warm-up iterations, bulk ESS (ArviZ) per second of sampling, and tail ESS, of: the
 hyperparameters, the coefficients, the log-likelihood, the field's mean over the observed
 cells, and the log intensity ``η`` at 32 random observed cells (the minimum and median over
 them, and three of them by name), with split R-hat.  One thread per pool (as
@@ -139,18 +139,21 @@ def analyse(r: dict[str, Any], tune: int) -> dict[str, Any]:
 
     secs = float(np.sum(r["clock"][tune:]))
     out: dict[str, Any] = {"seconds_per_iteration": float(np.mean(r["clock"][tune:])),
-                           "sampling_seconds": secs, "ess_bulk": {}, "rhat": {}}
+                           "sampling_seconds": secs, "ess_bulk": {}, "ess_tail": {},
+                           "rhat": {}}
     series = {k: np.stack(v, axis=1)[:, tune:] for k, v in r["trace"].items()}
     eta = np.stack(r["eta"], axis=1)[:, tune:]  # (chains, draws, cells)
     for j in range(eta.shape[2]):
         series[f"eta_cell{j}"] = eta[:, :, j]
     for k, v in series.items():
         out["ess_bulk"][k] = float(az.ess(v, method="bulk"))
+        out["ess_tail"][k] = float(az.ess(v, method="tail"))
         out["rhat"][k] = float(az.rhat(v))
     cell = [out["ess_bulk"][f"eta_cell{j}"] for j in range(eta.shape[2])]
     out["ess_bulk"]["eta_cells_min"] = float(np.min(cell))
     out["ess_bulk"]["eta_cells_median"] = float(np.median(cell))
     out["ess_per_second"] = {k: v / secs for k, v in out["ess_bulk"].items()}
+    out["min_ess_tail"] = float(min(out["ess_tail"].values()))
     out["max_rhat"] = float(max(out["rhat"].values()))
     return out
 
@@ -168,6 +171,9 @@ def table(res: dict[str, Any]) -> str:
     for k in keys:
         lines.append(f"{k:>18} " + " ".join(f"{ms[m]['ess_per_second'][k]:>10.3f}" for m in ms))
     lines.append(f"{'max R-hat':>18} " + " ".join(f"{ms[m]['max_rhat']:>10.3f}" for m in ms))
+    if all("min_ess_tail" in ms[m] for m in ms):
+        lines.append(f"{'min tail ESS':>18} " + " ".join(
+            f"{ms[m]['min_ess_tail']:>10.1f}" for m in ms))
     return "\n".join(lines)
 
 
