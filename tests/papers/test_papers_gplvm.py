@@ -19,9 +19,10 @@ def test_the_data_follow_eq_9():
     assert d1["x"][0] == 0.0 and d1["x"][-1] == pytest.approx(4 * np.pi)
     np.testing.assert_array_equal(d1["F"], 1.0)
     d3 = G.sinusoids(3)
-    assert np.all((d3["F"] >= 0.7) & (d3["F"] <= 1.3)) and np.ptp(d3["F"]) > 0
+    assert d3["F"].shape == (30, 6)  # a frequency per observation and feature
+    assert np.all((d3["F"] >= 0.7) & (d3["F"] <= 1.3)) and np.ptp(d3["F"]) > 0.3
     # noise sd 0.05 around ζ cos(F x) / ζ sin(F x)
-    f = np.stack([d3["zeta"][i] * (np.cos if i < 3 else np.sin)(d3["F"][i] * d3["x"])
+    f = np.stack([d3["zeta"][i] * (np.cos if i < 3 else np.sin)(d3["F"][:, i] * d3["x"])
                   for i in range(6)], axis=1)
     assert np.std(d3["y"] - f) == pytest.approx(0.05, rel=0.2)
 
