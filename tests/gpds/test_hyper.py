@@ -73,6 +73,7 @@ def test_the_kernel_move_keeps_the_hyperprior_marginal():
         assert abs(_z(stat(b), stat(a))) < 4
 
 
+@pytest.mark.slow  # a power demonstration of the check (planted bug): slow tier
 def test_the_kernel_check_sees_a_missing_jacobian(monkeypatch):
     """Bug: the prior density on the wrong scale (no Jacobian of the log) — caught."""
     monkeypatch.setattr(LogNormal, "logpdf_unconstrained",
@@ -129,6 +130,7 @@ def test_the_base_move_keeps_the_hyperprior_marginal():
     assert abs(_z(*out["spread"])) < 4
 
 
+@pytest.mark.slow  # a power demonstration of the check (planted bug): slow tier
 def test_the_base_check_sees_the_rejections_left_out(monkeypatch):
     """Bug: the ratio with the data's π terms only (the rejections' Π_m π(x_m | φ) left
     out): φ no longer fits the history's points, their spread in units of π moves — caught
@@ -139,6 +141,7 @@ def test_the_base_check_sees_the_rejections_left_out(monkeypatch):
     assert abs(_z(*out["spread"])) > 4
 
 
+@pytest.mark.slow  # a power demonstration of the check (planted bug): slow tier
 def test_the_base_check_sees_a_missing_jacobian(monkeypatch):
     """Bug: the sd's prior density on the natural scale (no Jacobian of the log) — caught."""
     monkeypatch.setattr(LogNormal, "logpdf_unconstrained",
@@ -200,6 +203,7 @@ def test_the_surrogate_move_keeps_the_joint():
     assert abs(_z(np.square(b), np.square(a))) < 4
 
 
+@pytest.mark.slow  # a power demonstration of the check (planted bug): slow tier
 def test_the_surrogate_check_sees_stale_values(monkeypatch):
     """Bug: θ moved but the values left as they were (g not updated with θ): g no longer
     looks like a draw at θ — caught."""
