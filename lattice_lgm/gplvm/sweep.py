@@ -189,18 +189,25 @@ class PseudoMarginalSweep:
                rng: np.random.Generator) -> tuple[np.ndarray, float, int, int]:
         """Algorithm 2's cycle for chain ``c`` with its ``q`` (and re-fits), ``ex`` in place."""
         m = self.model
-        q = [m.q_of(VBParams(ex[VB + "mean_white"][c], ex[VB + "log_lambda"][c],
-                             ex[VB + "z_u"][c]), ex[VB + "eta"][c])]
+        q: list[VBPosterior | None] = [None]  # the chain's q, rebuilt only when used
+
+        def current_q() -> VBPosterior:
+            if q[0] is None:  # "proposal" never reads it: no bound and factors per sweep
+                q[0] = m.q_of(VBParams(ex[VB + "mean_white"][c], ex[VB + "log_lambda"][c],
+                                       ex[VB + "z_u"][c]), ex[VB + "eta"][c])
+            return q[0]
+
         last: dict[str, Any] = {"log_var": np.nan, "n_eval": 0, "n_refit": 0, "q": None}
         s = pm_state(m.pmmh(), ex, c)
         per_proposal = m.refit == "proposal"
         refit = m.refit == "always" or (m.refit == "warmup" and s["iteration"] < self.tune)
 
         def estimate(eta: np.ndarray, r: np.random.Generator) -> float:
-            qq = q[0]
             if per_proposal:  # q(ξ'), a function of ξ' alone: exact pseudo-marginal
                 qq = last["q"] = m.q_at(eta)
                 last["n_refit"] += 1
+            else:
+                qq = current_q()
             est = log_marginal_estimate(m.y, m.x, m.hyper_of(eta), qq, m.n_importance, r,
                                         m.jitter)
             last["log_var"] = float(est.log_var)
@@ -214,7 +221,7 @@ class PseudoMarginalSweep:
                 q[0] = last["q"]
                 ex[VB + "eta"][c] = eta
             elif refit:  # the paper's re-optimisation after each full conditional sample
-                q[0] = fit_vb(m.y, m.x, m.hyper_of(eta), init=q[0], jitter=m.jitter,
+                q[0] = fit_vb(m.y, m.x, m.hyper_of(eta), init=current_q(), jitter=m.jitter,
                               max_iter=m.vb_max_iter)
                 ex[VB + "eta"][c] = eta
                 last["n_refit"] += 1
@@ -222,12 +229,13 @@ class PseudoMarginalSweep:
         acc = m.pmmh(estimate, hook).cycle(s, rng)
         for k, v in pm_extras(m.pmmh(), [s]).items():
             ex[k][c] = v[0]
-        fit = q[0]
-        ex[VB + "mean_white"][c] = fit.mean_white
-        ex[VB + "log_lambda"][c] = fit.log_lambda
-        ex[VB + "z_u"][c] = fit.z_u
-        ex[VB + "bound"][c] = fit.bound
         ex[VB + "n_refit"][c] += last["n_refit"]
+        fit = q[0]
+        if fit is not None:  # else q was neither read nor changed: its extras stand
+            ex[VB + "mean_white"][c] = fit.mean_white
+            ex[VB + "log_lambda"][c] = fit.log_lambda
+            ex[VB + "z_u"][c] = fit.z_u
+            ex[VB + "bound"][c] = fit.bound
         return acc.astype(np.int64), last["log_var"], last["n_refit"], last["n_eval"]
 
 
