@@ -232,8 +232,16 @@ class GaussianQ:
         The standard normals are drawn as one (n, k_z, N) array, so the stream used is fixed
         by ``n`` and the shapes only.
         """
-        eps = rng.standard_normal((n, self.mu.shape[1], self.mu.shape[0]))
-        return self.mu[None] + np.einsum("jnm,ajm->anj", self._chol, eps)
+        return gaussian_draws(self.mu, self._chol,
+                              rng.standard_normal((n, self.mu.shape[1], self.mu.shape[0])))
+
+    def from_normals(self, eps: np.ndarray) -> np.ndarray:
+        """The draws ``z_:,j = μ_j + L_j ε_j`` of given standard normals ``eps`` (n, k_z, N).
+
+        :meth:`sample` is ``from_normals(rng.standard_normal((n, k_z, N)))``; a correlated
+        pseudo-marginal chain (:mod:`.pmmh`) passes the normals it carries.
+        """
+        return gaussian_draws(self.mu, self._chol, eps)
 
     def log_density(self, z: np.ndarray) -> np.ndarray:
         """``log q(Z)`` per draw, shape (n,), for ``z`` (n, N, k_z) or (N, k_z)."""
@@ -245,6 +253,29 @@ class GaussianQ:
                                  check_finite=False)
             quad += (w * w).sum(axis=0)
         return -0.5 * (quad + self._logdet + k_lat * n_pts * _LOG_2PI)
+
+
+def gaussian_draws(mu: np.ndarray, chol_s: np.ndarray, eps: np.ndarray) -> np.ndarray:
+    """``z_:,j = μ_j + L_j ε_j``: draws of ``Π_j N(μ_j, L_j L_jᵀ)`` from standard normals.
+
+    Parameters
+    ----------
+    mu : ndarray, shape (N, k_z)
+    chol_s : ndarray, shape (k_z, N, N)
+        Lower Cholesky factors ``L_j`` of the ``S_j``.
+    eps : ndarray, shape (n, k_z, N)
+
+    Returns
+    -------
+    ndarray, shape (n, N, k_z)
+    """
+    eps = np.asarray(eps, dtype=np.float64)
+    n_pts, k_lat = mu.shape
+    if eps.ndim != 3 or eps.shape[1:] != (k_lat, n_pts):
+        raise ShapeMismatchError(
+            f"eps has shape {eps.shape}; the normals of q's draws have shape (n, k_z, N) = "
+            f"(n, {k_lat}, {n_pts}).")
+    return mu[None] + np.einsum("jnm,ajm->anj", chol_s, eps)
 
 
 def log_q(z: np.ndarray, mu: np.ndarray, S: np.ndarray) -> np.ndarray:

@@ -59,6 +59,9 @@ class ImportanceDistribution(Protocol):
     def log_density(self, z: np.ndarray) -> np.ndarray:
         """``log q`` per draw, shape (n,)."""
 
+    # optional: ``from_normals(eps (n, k_z, N)) -> (n, N, k_z)``, the draws of given normals,
+    # which a correlated pseudo-marginal chain needs (``normals=`` below)
+
 
 class ISEstimate(NamedTuple):
     """One importance-sampling estimate (eq. 6).
@@ -114,7 +117,8 @@ def _summarise(log_w: np.ndarray) -> ISEstimate:
 
 def importance_estimate(log_joint: Callable[[np.ndarray], np.ndarray],
                         q: ImportanceDistribution | tuple[np.ndarray, np.ndarray],
-                        n_importance: int, rng: np.random.Generator) -> ISEstimate:
+                        n_importance: int, rng: np.random.Generator | None,
+                        normals: np.ndarray | None = None) -> ISEstimate:
     r"""Eq. 6 for any model: ``(1/Q) Σ_q p(y, Z_q) / q(Z_q)`` with ``Z_q ~ q``, in log space.
 
     Parameters
@@ -124,8 +128,11 @@ def importance_estimate(log_joint: Callable[[np.ndarray], np.ndarray],
     q : object with ``sample``/``log_density``, or ``(mu (N, k_z), S (k_z, N, N))``
     n_importance : int
         ``Q ≥ 1``.
-    rng : numpy.random.Generator
-        The only randomness: ``q.sample(rng, Q)``.
+    rng : numpy.random.Generator or None
+        The only randomness: ``q.sample(rng, Q)``; unused (may be None) with ``normals``.
+    normals : ndarray, shape (Q, k_z, N), optional
+        Standard normals to draw with, ``Z = q.from_normals(normals)``: the estimate is then a
+        deterministic function of them (the correlated pseudo-marginal chain of :mod:`.pmmh`).
 
     Returns
     -------
@@ -133,11 +140,22 @@ def importance_estimate(log_joint: Callable[[np.ndarray], np.ndarray],
     """
     n_importance = positive_int("n_importance", n_importance,
                                 "the number of importance draws Q must be >= 1 (e.g. 50)")
-    if not isinstance(rng, np.random.Generator):
+    q = _as_q(q)
+    if normals is not None:
+        if np.shape(normals)[:1] != (n_importance,):
+            raise ShapeMismatchError(
+                f"normals has shape {np.shape(normals)}; with n_importance={n_importance} it "
+                f"must be ({n_importance}, k_z, N).")
+        if not callable(getattr(q, "from_normals", None)):
+            raise InvalidParameterError(
+                f"q={q!r} has no from_normals(eps) method, so it cannot draw from given "
+                "normals; use a GaussianQ or a VBPosterior, or pass normals=None.")
+        z = np.asarray(q.from_normals(normals), dtype=np.float64)
+    elif not isinstance(rng, np.random.Generator):
         raise InvalidParameterError(
             f"rng={rng!r} is not a numpy.random.Generator; pass np.random.default_rng(seed).")
-    q = _as_q(q)
-    z = np.asarray(q.sample(rng, n_importance), dtype=np.float64)
+    else:
+        z = np.asarray(q.sample(rng, n_importance), dtype=np.float64)
     if z.ndim != 3 or z.shape[0] != n_importance:
         raise ShapeMismatchError(
             f"q.sample(rng, {n_importance}) returned shape {z.shape}; expected "
@@ -153,8 +171,9 @@ def importance_estimate(log_joint: Callable[[np.ndarray], np.ndarray],
 
 def log_marginal_estimate(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper,
                           q: ImportanceDistribution | tuple[np.ndarray, np.ndarray],
-                          n_importance: int, rng: np.random.Generator,
-                          jitter: float = 1e-6) -> ISEstimate:
+                          n_importance: int, rng: np.random.Generator | None,
+                          jitter: float = 1e-6, normals: np.ndarray | None = None
+                          ) -> ISEstimate:
     r"""Eq. 6 for the supervised GPLVM: the unbiased estimate of ``p(Y | X, ξ)``.
 
     ``log w_q = log p(Y | Z_q, θ, β)`` (eq. 1) ``+ log p(Z_q | X, σ)`` (eq. 2) ``− log q(Z_q)``.
@@ -169,9 +188,12 @@ def log_marginal_estimate(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper,
         ``(mu (N, k_z), S (k_z, N, N))`` pair (a :class:`~.density.GaussianQ` is built)
     n_importance : int
         ``Q ≥ 1`` importance draws.
-    rng : numpy.random.Generator
+    rng : numpy.random.Generator or None
+        Draws ``Z ~ q``; unused (may be None) with ``normals``.
     jitter : float
         ``ε`` on ``K_z``'s diagonal (§6.1).
+    normals : ndarray, shape (Q, k_z, N), optional
+        The standard normals of the draws (:func:`importance_estimate`).
 
     Returns
     -------
@@ -202,4 +224,4 @@ def log_marginal_estimate(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper,
     def log_joint(z: np.ndarray) -> np.ndarray:
         return log_p_y_given_z(y, z, hyper) + log_p_z_given_x(z, x, hyper, jitter)
 
-    return importance_estimate(log_joint, q, n_importance, rng)
+    return importance_estimate(log_joint, q, n_importance, rng, normals)

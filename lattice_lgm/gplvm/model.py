@@ -6,9 +6,10 @@ The model (Gadd, Wade, Shah & Grammatopoulos, §2): outputs ``Y`` (N × k_y) giv
 unit-magnitude kernel ``k_z`` (eq. 2); kernels in :mod:`.kernels`.  Hyperparameters
 ``ξ = (σ, θ_S, θ, β)`` get independent normal priors on ``η = log ξ`` (the paper states none;
 :data:`PRIOR_SD`), sampled by the pseudo-marginal chain of Algorithm 2 with ``Z`` integrated
-out by importance sampling (eq. 6) against the variational ``q(Z)`` of §3; ``Z`` is then
-sampled by elliptical slice sampling (Algorithm 3) for the predictions of §5
-(:mod:`.sweep`).
+out by importance sampling (eq. 6) against the variational ``q(Z)`` of §3 — by default with
+the estimator's normals carried and moved by each proposal (correlated pseudo-marginal,
+:data:`CORRELATION`); ``Z`` is then sampled by elliptical slice sampling (Algorithm 3) for
+the predictions of §5 (:mod:`.sweep`).
 
 :class:`SupervisedGPLVM` implements the run protocol (:class:`lattice_lgm._runview.RunView`)
 itself, as the GP classifier does, so ``sample(SupervisedGPLVM(x, y))``, ``resume``,
@@ -63,9 +64,14 @@ G0, EPSILON, INITIAL_COV = 200, 1e-6, 0.01
 #: §6.1's case 3 at shifts of 0.2 in log ξ: 20 iterations 0.10 s, Var(log p̃) 1.1–5.2; 40
 #: iterations 0.34 s, 1.7–2.2; a converged fit 1.3 s, 1.3–2.9 — decision 120)
 VB_MAX_ITER, PROPOSAL_VB_ITER = 200, 40
+#: ρ of the correlated pseudo-marginal move of the estimator's normals (:mod:`.pmmh`); 0 is the
+#: paper's fresh estimate per proposal.  On §6.1's case 1 (Q = 64, q fitted at ξ') the sd of
+#: log p̃(ξ', u') − log p̃(ξ, u) was 1.3–2.1 at ρ = 0, 0.30–0.37 at 0.99, 0.10–0.16 at 0.999,
+#: and block acceptance rose from 0.02–0.05 to 0.32 at 0.99 (decision 123)
+CORRELATION = 0.99
 #: model.options of a configuration file (``from_config``)
 OPTION_KEYS = ("inputs", "outputs", "latent_dim", "n_inducing", "n_importance", "refit",
-               "standardise", "prior_sd", "g0", "jitter")
+               "standardise", "prior_sd", "g0", "jitter", "correlation")
 
 
 class _Prior:
@@ -124,6 +130,10 @@ class SupervisedGPLVM:
     blocks : sequence of sequences of str, optional
         The Gibbs blocks by hyperparameter name; default the paper's two,
         ``(σ, θ_1..θ_kz)`` and ``(θ_S, β)``.
+    correlation : float
+        ``ρ ∈ [0, 1)``: each proposal moves the estimator's standard normals ``u`` (Q, k_z, N)
+        by ``u' = ρu + √(1 − ρ²)ε`` (correlated pseudo-marginal, Deligiannidis et al. 2018);
+        0 draws fresh ones (the paper's Algorithm 2).  Exact for every ``ρ``.
     """
 
     summary_names = ("z",)
@@ -134,7 +144,8 @@ class SupervisedGPLVM:
                  n_importance: int = N_IMPORTANCE, refit: str = "proposal",
                  standardise: bool = False, prior_sd: float = PRIOR_SD, g0: int = G0,
                  jitter: float = DEFAULT_JITTER,
-                 blocks: Sequence[Sequence[str]] | None = None) -> None:
+                 blocks: Sequence[Sequence[str]] | None = None,
+                 correlation: float = CORRELATION) -> None:
         xa = np.asarray(x)
         ya = np.asarray(y)
         for name, a in (("x", xa), ("y", ya)):
@@ -154,6 +165,12 @@ class SupervisedGPLVM:
         self.g0 = positive_int("g0", g0, "Algorithm 2's adaptation start, e.g. 200")
         self.jitter = positive_float("jitter", jitter, "K_z's white noise, e.g. 1e-6")
         self.refit, self.standardise = refit, bool(standardise)
+        if (isinstance(correlation, bool) or not isinstance(correlation, float | int)
+                or not 0.0 <= correlation < 1.0):
+            raise InvalidParameterError(
+                f"correlation={correlation!r} must be a number in [0, 1), e.g. 0.99 (0: a "
+                "fresh importance estimate per proposal, as the paper).")
+        self.correlation = float(correlation)
         hyper0 = GPLVMHyper(np.ones(xa.shape[1] if xa.ndim == 2 else 1), 1.0, np.ones(kz), 1.0)
         # shapes, finiteness and k_z against the data, before any heavy work
         validate_data(ya, xa, hyper0)
@@ -212,9 +229,11 @@ class SupervisedGPLVM:
 
     def pmmh(self, estimate: Any = None, hook: Any = None) -> AdaptivePMMH:
         """Algorithm 2's sampler with this model's blocks, prior and settings."""
+        aux = (self.n_importance, self.k_z, self.n) if self.correlation > 0 else None
         return AdaptivePMMH(estimate or (lambda e, r: 0.0), self.log_prior, self.blocks,
                             prior_on="eta", g0=self.g0, n0=0, epsilon=self.epsilon,
-                            initial_cov=self.initial_cov, hook=hook)
+                            initial_cov=self.initial_cov, hook=hook, aux_shape=aux,
+                            correlation=self.correlation)
 
     def q_at(self, eta: np.ndarray) -> VBPosterior:
         """``q(ξ)`` of ``refit="proposal"``: a deterministic function of ``η`` alone.
@@ -403,7 +422,8 @@ class SupervisedGPLVM:
         ``data.points``: a CSV with a header row.  ``model.options``: ``inputs`` (the X
         columns, required), ``outputs`` (the Y columns; default every other column),
         ``latent_dim`` (2), ``n_inducing``, ``n_importance`` (64), ``refit`` ("proposal"),
-        ``standardise`` (false), ``prior_sd`` (3.0), ``g0`` (200), ``jitter`` (1e-6).
+        ``standardise`` (false), ``prior_sd`` (3.0), ``g0`` (200), ``jitter`` (1e-6),
+        ``correlation`` (:data:`CORRELATION`).
         """
         import pandas as pd
 
@@ -429,8 +449,7 @@ class SupervisedGPLVM:
             raise InvalidDataError(
                 f"model.options inputs={inputs!r}, outputs={outputs!r}: {missing or 'overlap'}"
                 f" — name distinct columns of {path} ({list(table.columns)}).")
-        kw = {k: opts[k] for k in ("n_inducing", "n_importance", "refit", "standardise",
-                                   "prior_sd", "g0", "jitter") if k in opts}
+        kw = {k: opts[k] for k in OPTION_KEYS[3:] if k in opts}
         return cls(table[inputs].to_numpy(), table[outputs].to_numpy(),
                    latent_dim=opts.get("latent_dim", 2), **kw)
 
@@ -441,8 +460,10 @@ def _scale(a: np.ndarray) -> np.ndarray:
 
 
 def _estimate(model: SupervisedGPLVM, eta: np.ndarray, q: VBPosterior,
-              rng: np.random.Generator) -> float:
-    """``log p̃(Y | X, ξ(η))`` with ``q`` (eq. 6)."""
+              rng_or_u: np.random.Generator | np.ndarray) -> float:
+    """``log p̃(Y | X, ξ(η))`` with ``q`` (eq. 6), from ``rng`` or carried normals ``u``."""
+    rng, u = ((rng_or_u, None) if isinstance(rng_or_u, np.random.Generator)
+              else (None, rng_or_u))
     return float(log_marginal_estimate(model.y, model.x, model.hyper_of(eta), q,
-                                       model.n_importance, rng, model.jitter).log_p_hat)
+                                       model.n_importance, rng, model.jitter, u).log_p_hat)
 

@@ -26,6 +26,17 @@ on the chain's past and the textbook guarantee does not hold as stated; the esti
 unbiased for each fixed ``q``, and the error vanishes as ``q`` stops changing, but nothing here
 proves it.  This class does not decide when to refit — the hook does.
 
+**Correlated pseudo-marginal** (Deligiannidis, Doucet & Pitt 2018, "The correlated
+pseudo-marginal method", *JRSS B* 80, 839–870).  With ``aux_shape`` the estimate is a
+deterministic function ``log p̃(η, u)`` of standard normals ``u`` that the chain carries, and step
+3 also proposes ``u' = ρ u + √(1 − ρ²) ε``, ``ε ~ N(0, I)`` (Crank–Nicolson, reversible for
+``N(0, I)``).  The chain is then a Metropolis–Hastings chain on ``(η, u)`` targeting
+``p(η) p̃(η, u) N(u | 0, I)``, whose ``η``-marginal is the exact posterior because ``p̃`` is unbiased
+for every ``η``; step 5's ratio is unchanged.  With ``ρ = 0`` it *is* Algorithm 2 (a fresh
+estimate at each proposal); with ``ρ`` near 1 the estimates at ``ξ`` and ``ξ'`` share most of
+their randomness, so the log of their ratio has a small variance even when ``log p̃`` itself has
+a large one, and a lucky overestimate no longer freezes the chain: ``u`` drifts away from it.
+
 **State.**  :meth:`AdaptivePMMH.initial_state` and :meth:`AdaptivePMMH.run` work on a plain dict
 (arrays, lists of arrays, numbers and the bit generator's state dict); pickling it and resuming
 gives bit-for-bit the draws of an uninterrupted run (the hook's own state is the caller's to
@@ -95,6 +106,26 @@ def _check_blocks(blocks: Sequence[Sequence[int]], dim: int | None) -> list[np.n
     return out
 
 
+def _check_correlated(aux_shape: Sequence[int] | None,
+                      correlation: float) -> tuple[tuple[int, ...] | None, float]:
+    if aux_shape is None:
+        if correlation != 0.0:
+            raise InvalidParameterError(
+                f"correlation={correlation!r} needs aux_shape (the shape of the estimator's "
+                "normals u); without it each estimate draws from rng and nothing is carried.")
+        return None, 0.0
+    shape = tuple(np.atleast_1d(np.asarray(aux_shape)).tolist())
+    if not shape or any(not isinstance(k, int) or k < 1 for k in shape):
+        raise InvalidParameterError(
+            f"aux_shape={aux_shape!r} must be a tuple of positive ints, e.g. (Q, k_z, N).")
+    if (isinstance(correlation, bool) or not isinstance(correlation, float | int)
+            or not 0.0 <= correlation < 1.0):
+        raise InvalidParameterError(
+            f"correlation={correlation!r} must be a number in [0, 1), e.g. 0.99 (ρ of "
+            "u' = ρu + √(1−ρ²)ε; 0 is a fresh estimate per proposal).")
+    return shape, float(correlation)
+
+
 class AdaptivePMMH:
     r"""Algorithm 2 of Gadd et al.: pseudo-marginal adaptive Metropolis within Gibbs on ``η``.
 
@@ -104,7 +135,8 @@ class AdaptivePMMH:
         ``(eta (d,), rng) -> float``: ``log p̃(Y | X, ξ(η))``, an unbiased estimate of the
         likelihood (not of its log) drawn with ``rng`` (e.g.
         :func:`~lattice_lgm.gplvm.estimator.log_marginal_estimate`'s ``log_p_hat``); ``−inf``
-        rejects, NaN is an error.
+        rejects, NaN is an error.  With ``aux_shape``: ``(eta (d,), u) -> float``, the estimate
+        as a function of the normals ``u``.
     log_prior : callable
         ``eta (d,) -> float``.  With ``prior_on="xi"`` it is ``log p(ξ)`` at ``ξ = exp(η)`` and
         the sampler adds the log-Jacobian ``Σ η`` (so the chain targets the density of ``η``);
@@ -122,6 +154,12 @@ class AdaptivePMMH:
         ``Σ_r^{(0)}``: a variance (times ``I``) for every block, or one (d_r, d_r) matrix each.
     hook : callable, optional
         ``(eta (d,), block, accepted) -> None`` after each block update (see module docstring).
+    aux_shape : tuple of int, optional
+        The shape of the standard normals ``u`` of a correlated estimator; ``log_estimate`` is
+        then ``(eta (d,), u) -> float``, a deterministic function of ``u`` (module docstring).
+    correlation : float
+        ``ρ ∈ [0, 1)`` of the correlated proposal ``u' = ρu + √(1 − ρ²) ε`` (needs
+        ``aux_shape``; 0 draws a fresh ``u`` per proposal, i.e. plain Algorithm 2).
 
     Examples
     --------
@@ -134,7 +172,8 @@ class AdaptivePMMH:
                  log_prior: Callable[[np.ndarray], float], blocks: Sequence[Sequence[int]], *,
                  prior_on: Literal["xi", "eta"] = "xi", g0: int = 200, n0: int = 500,
                  epsilon: float = 1e-6, initial_cov: float | Sequence[np.ndarray] = 0.01,
-                 hook: Callable[[np.ndarray, int, bool], None] | None = None) -> None:
+                 hook: Callable[[np.ndarray, int, bool], None] | None = None,
+                 aux_shape: Sequence[int] | None = None, correlation: float = 0.0) -> None:
         for name, f in (("log_estimate", log_estimate), ("log_prior", log_prior)):
             if not callable(f):
                 raise InvalidParameterError(f"{name}={f!r} is not callable; pass a function.")
@@ -154,6 +193,7 @@ class AdaptivePMMH:
         self.n0 = int(n0)
         self.epsilon = positive_float("epsilon", epsilon, "pass a small value such as 1e-6")
         self.initial_cov = self._initial_covs(initial_cov)
+        self.aux_shape, self.correlation = _check_correlated(aux_shape, correlation)
 
     # -- set-up ---------------------------------------------------------------------------------
     def _initial_covs(self, initial_cov: float | Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -186,8 +226,8 @@ class AdaptivePMMH:
         # the log transform's Jacobian log|∂ξ/∂η| = Σ η (the paper's |∂t/∂ξ| ratio in α̃)
         return lp + float(eta.sum()) if self.prior_on == "xi" else lp
 
-    def _estimate(self, eta: np.ndarray, rng: np.random.Generator) -> float:
-        val = float(self.log_estimate(eta.copy(), rng))
+    def _estimate(self, eta: np.ndarray, rng_or_u: np.random.Generator | np.ndarray) -> float:
+        val = float(self.log_estimate(eta.copy(), rng_or_u))
         if np.isnan(val) or val == np.inf:
             raise SamplerError(
                 f"log_estimate returned {val!r} at eta={eta.tolist()!r}; it must be a finite "
@@ -209,7 +249,8 @@ class AdaptivePMMH:
         -------
         dict
             Plain data: ``eta``, ``log_p_hat``, ``log_prior``, ``iteration``, ``cov``, ``mean``,
-            ``m2`` (lists, one entry per block), ``accepted``, ``proposed`` (R,), ``rng``.
+            ``m2`` (lists, one entry per block), ``accepted``, ``proposed`` (R,), ``rng``; and
+            ``u`` (``aux_shape``, drawn here) for a correlated estimator.
         """
         eta0 = np.asarray(eta0, dtype=float)
         if eta0.shape != (self.dim,):
@@ -222,7 +263,8 @@ class AdaptivePMMH:
             raise InvalidParameterError(
                 f"rng={rng!r} must be a numpy.random.Generator or an integer seed.")
         lp = self.log_prior(eta0)
-        lhat = self._estimate(eta0, rng)
+        u = None if self.aux_shape is None else rng.standard_normal(self.aux_shape)
+        lhat = self._estimate(eta0, rng if u is None else u)
         if not (np.isfinite(lp) and np.isfinite(lhat)):
             raise SamplerError(
                 f"the chain cannot start at eta0={eta0.tolist()!r}: log prior {lp!r}, log "
@@ -235,7 +277,7 @@ class AdaptivePMMH:
             "m2": [np.zeros((b.size, b.size)) for b in self.blocks],
             "accepted": np.zeros(nb, dtype=np.int64), "proposed": np.zeros(nb, dtype=np.int64),
             "rng": copy.deepcopy(rng.bit_generator.state),
-        }
+        } | ({} if u is None else {"u": u})
 
     # -- Algorithm 2 ----------------------------------------------------------------------------
     @staticmethod
@@ -252,16 +294,25 @@ class AdaptivePMMH:
         chol = np.linalg.cholesky(s["cov"][r])
         prop = s["eta"].copy()
         prop[idx] += chol @ rng.standard_normal(idx.size)
+        u_prop = None
+        if self.aux_shape is not None:
+            # the correlated move of the estimator's normals (Deligiannidis et al. 2018, eq. 6):
+            # u' = ρu + √(1−ρ²)ε leaves N(0, I) invariant, so the ratio below needs no term
+            rho = self.correlation
+            u_prop = rho * s["u"] + np.sqrt(1.0 - rho * rho) * rng.standard_normal(
+                self.aux_shape)
         s["proposed"][r] += 1
         accepted = False
         lp_prop = self.log_prior(prop)
         if np.isfinite(lp_prop):          # outside the prior's support: reject unestimated
             # 4: a fresh unbiased estimate at ξ' only
-            lhat_prop = self._estimate(prop, rng)
+            lhat_prop = self._estimate(prop, rng if u_prop is None else u_prop)
             # 5: α̃ with the CARRIED p̃(ξ) of the current state (never re-estimated here)
             log_alpha = (lhat_prop + lp_prop) - (s["log_p_hat"] + s["log_prior"])
             if np.log(rng.uniform()) < log_alpha:
                 s["eta"], s["log_p_hat"], s["log_prior"] = prop, lhat_prop, lp_prop
+                if u_prop is not None:
+                    s["u"] = u_prop
                 s["accepted"][r] += 1
                 accepted = True
         # 6–7 (Haario et al. 2001): the history η_r^(1..g) in Welford's running mean and

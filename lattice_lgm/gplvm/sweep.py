@@ -74,6 +74,8 @@ def pm_extras(pm: AdaptivePMMH, states: Sequence[dict[str, Any]]) -> dict[str, n
     for r in range(len(pm.blocks)):
         for k in ("cov", "mean", "m2"):
             out[f"{PM}{k}{r}"] = np.stack([np.asarray(s[k][r]) for s in states])
+    if pm.aux_shape is not None:  # the correlated estimator's normals
+        out[PM + "u"] = np.stack([s["u"] for s in states])
     return out
 
 
@@ -87,6 +89,8 @@ def pm_state(pm: AdaptivePMMH, ex: dict[str, np.ndarray], c: int) -> dict[str, A
                          "proposed": ex[PM + "proposed"][c].copy()}
     for k in ("cov", "mean", "m2"):
         s[k] = [ex[f"{PM}{k}{r}"][c].copy() for r in range(len(pm.blocks))]
+    if pm.aux_shape is not None:
+        s["u"] = ex[PM + "u"][c].copy()
     return s
 
 
@@ -139,7 +143,7 @@ class PseudoMarginalSweep:
                 "n_latent": self.n_latent, "refit": m.refit, "n_importance": m.n_importance,
                 "blocks": [b.tolist() for b in m.pmmh().blocks], "g0": m.g0,
                 "epsilon": m.epsilon, "initial_cov": m.initial_cov, "prior_sd": m.prior_sd,
-                "jitter": m.jitter}
+                "jitter": m.jitter, "correlation": m.correlation}
 
     def step(self, state: LatentState,
              rngs: Sequence[np.random.Generator]) -> tuple[LatentState, dict[str, Any]]:
@@ -202,14 +206,16 @@ class PseudoMarginalSweep:
         per_proposal = m.refit == "proposal"
         refit = m.refit == "always" or (m.refit == "warmup" and s["iteration"] < self.tune)
 
-        def estimate(eta: np.ndarray, r: np.random.Generator) -> float:
+        def estimate(eta: np.ndarray, r: np.random.Generator | np.ndarray) -> float:
             if per_proposal:  # q(ξ'), a function of ξ' alone: exact pseudo-marginal
                 qq = last["q"] = m.q_at(eta)
                 last["n_refit"] += 1
             else:
                 qq = current_q()
-            est = log_marginal_estimate(m.y, m.x, m.hyper_of(eta), qq, m.n_importance, r,
-                                        m.jitter)
+            # r: the chain's stream, or the carried normals u' of a correlated chain (.pmmh)
+            gen, u = (r, None) if isinstance(r, np.random.Generator) else (None, r)
+            est = log_marginal_estimate(m.y, m.x, m.hyper_of(eta), qq, m.n_importance, gen,
+                                        m.jitter, u)
             last["log_var"] = float(est.log_var)
             last["n_eval"] += m.n_importance
             return float(est.log_p_hat)

@@ -47,6 +47,7 @@ from ..errors import (
     NotPositiveDefiniteError,
     ShapeMismatchError,
 )
+from .density import gaussian_draws
 from .kernels import GPLVMHyper, k_f, k_z
 from .psi import psi_statistics_vjp
 
@@ -157,9 +158,11 @@ class VBPosterior:
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``n`` independent draws of Z from q, shape (n, N, k_z): ``z_:,j = μ_j + L_j ε``."""
         n = positive_int("n", n, "ask for at least one draw")
-        eps = rng.standard_normal((n, *self.mu.shape[::-1]))
-        z = np.einsum("jab,sjb->saj", self.chol_S, eps)
-        return z + self.mu[None]
+        return self.from_normals(rng.standard_normal((n, *self.mu.shape[::-1])))
+
+    def from_normals(self, eps: np.ndarray) -> np.ndarray:
+        """The draws of given standard normals ``eps`` (n, k_z, N), shape (n, N, k_z)."""
+        return gaussian_draws(self.mu, self.chol_S, eps)
 
     def log_density(self, z: np.ndarray) -> np.ndarray:
         """``log q(Z)`` for draws ``z`` of shape (n, N, k_z) (or one (N, k_z)); returns (n,)."""

@@ -55,6 +55,7 @@ def test_it_is_a_run_view_with_the_papers_blocks(model):
     (dict(n_importance=0), InvalidParameterError, "n_importance"),
     (dict(n_inducing=11), InvalidParameterError, "n_inducing=11"),
     (dict(prior_sd=-1.0), InvalidParameterError, "prior_sd"),
+    (dict(correlation=1.0), InvalidParameterError, "correlation=1.0"),
     (dict(blocks=[["sigma_1", "theta_s"], ["theta_1"]]), InvalidParameterError, "partition"),
     (dict(y="abc"), InvalidDataError, "dtype"),
     (dict(y=np.full((10, 3), np.nan)), InvalidDataError, "finite"),
@@ -145,6 +146,23 @@ def test_an_interrupted_run_resumes_byte_for_byte(model, tmp_path, monkeypatch):
     _crash_after_checkpoint(model, p, monkeypatch, n=3, run=RUN)
     sample(model, store=p, resume=True, **RUN)
     _assert_same_store(ref, p)
+
+
+def test_a_correlated_run_carries_its_normals_through_a_crash(tmp_path, monkeypatch):
+    """The correlated chain's normals u (Q, k_z, N) are part of the checkpoint: a resumed run
+    draws what the uninterrupted one draws, and they move with every accepted proposal."""
+    x, y = _data()
+    m = SupervisedGPLVM(x, y, latent_dim=2, n_importance=8, n_inducing=6, refit="always",
+                        correlation=0.9)
+    st = m.init_state(chain_rngs(2, 1), [0])
+    assert st.extras["pm/u"].shape == (1, 8, 2, 10)
+    ref = tmp_path / "ref.zarr"
+    sample(m, store=ref, **RUN)
+    p = tmp_path / "cut.zarr"
+    _crash_after_checkpoint(m, p, monkeypatch, n=3, run=RUN)
+    sample(m, store=p, resume=True, **RUN)
+    _assert_same_store(ref, p)
+    assert sample(m, **RUN)["posterior"]["theta_s"].values.std() > 0
 
 
 def test_the_same_seed_gives_the_same_draws_and_another_does_not(model):
