@@ -23,7 +23,7 @@ from lattice_lgm.gpds import (
 )
 
 #: family-wise false-failure rate of this module per run, summed by conftest.py: at most
-#: eleven two-sided 4-SE checks (6.3e-5 each; nine in the default tier)
+#: eleven two-sided 4-SE checks (6.3e-5 each; six in the default tier)
 FALSE_FAILURE_RATE = 7.0e-4
 
 KERNEL = SquaredExponential(sd=1.5, lengthscale=0.3)
@@ -225,6 +225,7 @@ def test_the_predictive_check_sees_a_fresh_density():
     assert abs(z) > 4, z
 
 
+@pytest.mark.slow  # 33 s; each move it composes is checked in the default tier above
 def test_a_whole_sweep_keeps_the_joint():
     """The composition (M, locations, values by ESS, θ by §4.3's M–H) from a joint draw: M,
     the function at the data and log θ keep their distributions."""
