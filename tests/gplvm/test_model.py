@@ -39,12 +39,15 @@ def model():
 
 
 # -- construction and bad inputs -------------------------------------------------------------
-def test_it_is_a_run_view_with_the_papers_blocks(model):
+def test_it_is_a_run_view_with_one_block_or_the_papers_two(model):
     assert isinstance(model, RunView)
     assert model.names == ["sigma_1", "theta_s", "theta_1", "theta_2", "noise_precision"]
+    assert [b.tolist() for b in model.blocks] == [[0, 1, 2, 3, 4]]
+    x, y = _data()
+    paper = SupervisedGPLVM(x, y, latent_dim=2, blocks="paper")
     # §6.1: ξ1 = (σ_1, θ_1, θ_2), ξ2 = (θ_S, β)
-    assert [b.tolist() for b in model.blocks] == [[0, 2, 3], [1, 4]]
-    assert model.block_names == ["sigma_1+theta_1+theta_2", "theta_s+noise_precision"]
+    assert [b.tolist() for b in paper.blocks] == [[0, 2, 3], [1, 4]]
+    assert paper.block_names == ["sigma_1+theta_1+theta_2", "theta_s+noise_precision"]
     assert model.dims == ("obs", "latent") and model.shape == (10, 2)
 
 
@@ -57,6 +60,7 @@ def test_it_is_a_run_view_with_the_papers_blocks(model):
     (dict(prior_sd=-1.0), InvalidParameterError, "prior_sd"),
     (dict(correlation=1.0), InvalidParameterError, "correlation=1.0"),
     (dict(blocks=[["sigma_1", "theta_s"], ["theta_1"]]), InvalidParameterError, "partition"),
+    (dict(blocks="pairs"), InvalidParameterError, "blocks='pairs'"),
     (dict(y="abc"), InvalidDataError, "dtype"),
     (dict(y=np.full((10, 3), np.nan)), InvalidDataError, "finite"),
     (dict(x=np.zeros(9)), ShapeMismatchError, "9"),
