@@ -47,19 +47,43 @@ def quick(tmp_path_factory):
 def test_quick_run_writes_every_row(quick):
     res = json.loads((quick / "gplvm.json").read_text())
     assert res["mode"] == "quick"
-    assert [(r["case"], r["refit"]) for r in res["cases"]] == [
-        (1, "always"), (3, "always"), (3, "proposal")]
+    assert [(r["case"], r["refit"], r.get("correlation")) for r in res["cases"]] == [
+        (1, "always", 0.0), (3, "always", 0.0), (3, "proposal", 0.0),
+        (1, "proposal", 0.99)]
+    assert res["cases"][-1]["blocks"] == ["+".join(res["cases"][0]["diagnostics"])]
+    # the correlated rows against the data-augmentation reference
+    (cv,) = res["converge"]
+    assert cv["case"] == 1 and [r["tag"] for r in cv["rows"]] == ["cpm-joint"]
+    ref = cv["reference"]
+    assert set(ref["summary"]) == set(res["cases"][0]["diagnostics"])
+    assert len(ref["acceptance"]) == G.QUICK["reference"]["chains"]
+    assert all(0.0 < a < 1.0 for acc in ref["acceptance"] for a in acc)
     for r in res["cases"]:
         assert len(r["error_marginal"]) == 6 and len(r["error_ml"]) == 6
         assert set(r["diagnostics"]) == {"sigma_1", "theta_s", "theta_1", "theta_2",
                                          "noise_precision"}
     assert res["ionosphere"]["n"] == G.QUICK["iono"]["n"]
     assert (quick / "gplvm.png").stat().st_size > 0
-    assert "Table 1" in (quick / "gplvm.md").read_text()
+    md = (quick / "gplvm.md").read_text()
+    assert "Table 1" in md and "agreement with a data-augmentation reference" in md
 
 
 def test_a_rerun_reads_the_cached_rows(quick):
     before = json.loads((quick / "gplvm.json").read_text())
-    assert G.main(["--quick", "--out", str(quick), "--cases", "1", "--no-ionosphere"]) == 0
+    assert G.main(["--quick", "--out", str(quick), "--cases", "1", "--no-ionosphere",
+                   "--no-converge"]) == 0
     after = json.loads((quick / "gplvm.json").read_text())
     assert after["cases"][0] == before["cases"][0]
+
+
+def test_the_agreement_z_is_the_mean_difference_over_the_mcses():
+    rng = np.random.default_rng(3)
+    draws = rng.standard_normal((2, 400))
+    ref = {"summary": {"a": G._summary(draws)}}
+    same = {"chains": 2, "draws": {"a": np.exp(draws).ravel().tolist()}}
+    assert G.agreement(same, ref)["a"] == pytest.approx(0.0, abs=1e-9)
+    # shifted by 0.5 sd with MCSEs ≈ 0.035 each: z ≈ 0.5 / 0.05 = 10
+    moved = {"chains": 2, "draws": {"a": np.exp(draws + 0.5).ravel().tolist()}}
+    z = G.agreement(moved, ref)["a"]
+    mcse = ref["summary"]["a"]["mcse"]
+    assert z == pytest.approx(0.5 / (np.sqrt(2) * mcse), rel=1e-6) and z > 5
