@@ -29,23 +29,18 @@ slice sampler's own).
 **Threads.**  The matrices are small (n × n, n in the hundreds): BLAS threads only wait for
 each other (``docs/gp_classification.md``: 20× slower on a busy 2-core machine).  Outside a
 run (no :func:`lattice_lgm.threads.current` budget) :meth:`step` runs on one BLAS and one
-Numba thread (:func:`one_thread`); inside ``sample()`` the run's budget stands.
+Numba thread (:func:`lattice_lgm.threads.one_thread`); inside ``sample()`` the run's budget stands.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import numba
 import numpy as np
 from scipy import linalg
-from threadpoolctl import ThreadpoolController
 
-from .. import threads
 from .._validation import positive_float, positive_int
 from ..errors import ConvergenceError, InvalidParameterError
 from ..samplers._hmc_adapt import (
@@ -57,6 +52,7 @@ from ..samplers._hmc_adapt import (
 from ..samplers._latent import loglik_at
 from ..samplers.rmhmc import N_FIXED, rmhmc_step
 from ..samplers.state import LatentState
+from ..threads import one_thread
 
 __all__ = ["HMC_PREFIX", "RMHMC_PREFIX", "HMCSweep", "RMHMCSweep"]
 
@@ -85,32 +81,6 @@ SAMPLE_STATS = (("acceptance_rate", "accept_prob", "f8"), ("step_size", "step_si
                 ("diverging", "divergent", "bool"))
 #: what a sweep needs of its model (GPClassification offers it)
 _MODEL_API = ("K", "chol", "target", "lgm", "n")
-
-
-_CONTROLLER: list[ThreadpoolController] = []
-
-
-@contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    """One BLAS and one Numba thread for the block, unless a run's budget is in force.
-
-    :func:`lattice_lgm.threads.using` with a one-thread budget, less its cost: it builds a
-    threadpoolctl controller per call (≈ 5 ms, as long as an HMC sweep of n = 10), here one
-    is built at the first call and reused (0.02 ms).  A BLAS thread count the user set in the
-    environment is left alone, as the library's budget does.
-    """
-    if threads.current() is not None or any(os.environ.get(k) for k in threads.BLAS_ENV):
-        yield
-        return
-    if not _CONTROLLER:
-        _CONTROLLER.append(ThreadpoolController())
-    before = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
-        with _CONTROLLER[0].limit(limits=1, user_api="blas"):
-            yield
-    finally:
-        numba.set_num_threads(before)
 
 
 class _GPCSweep:

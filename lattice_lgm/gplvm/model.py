@@ -36,9 +36,9 @@ import numpy as np
 
 from .._validation import check_bools, positive_float, positive_int
 from ..errors import InvalidDataError, InvalidParameterError
-from ..gpc.sweeps import one_thread
 from ..samplers.state import LatentState
 from ..store.base import hash_arrays
+from ..threads import one_thread
 from .density import log_p_y_given_z
 from .estimator import log_marginal_estimate
 from .kernels import GPLVMHyper
