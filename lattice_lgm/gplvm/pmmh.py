@@ -296,7 +296,7 @@ class AdaptivePMMH:
         prop[idx] += chol @ rng.standard_normal(idx.size)
         u_prop = None
         if self.aux_shape is not None:
-            # the correlated move of the estimator's normals (Deligiannidis et al. 2018, eq. 6):
+            # the correlated move of the estimator's normals (Deligiannidis et al. 2018):
             # u' = ρu + √(1−ρ²)ε leaves N(0, I) invariant, so the ratio below needs no term
             rho = self.correlation
             u_prop = rho * s["u"] + np.sqrt(1.0 - rho * rho) * rng.standard_normal(
