@@ -53,6 +53,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
@@ -278,18 +279,12 @@ def reference_row(case: int, cfg: dict) -> dict[str, Any]:
     else:
         res = [augmented_chain(*a) for a in zip(*args, strict=True)]
     eta = np.stack([r[0] for r in res])                                  # (C, D, d)
-    post = {k: _Values(np.exp(eta[:, :, i])) for i, k in enumerate(model.names)}
+    # what diagnostics() reads of a DataArray: .values
+    post = {k: SimpleNamespace(values=np.exp(eta[:, :, i])) for i, k in enumerate(model.names)}
     return {"case": case, "seconds": time.perf_counter() - t0, **rc,
             "acceptance": [r[1].tolist() for r in res],
             "diagnostics": diagnostics(post, model.names),
             "summary": {k: _summary(eta[:, :, i]) for i, k in enumerate(model.names)}}
-
-
-class _Values:
-    """A plain array with ``.values`` (what :func:`diagnostics` reads of a DataArray)."""
-
-    def __init__(self, a: np.ndarray) -> None:
-        self.values = a
 
 
 def _summary(v: np.ndarray) -> dict[str, float]:

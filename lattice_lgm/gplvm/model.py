@@ -40,11 +40,18 @@ from ..samplers.state import LatentState
 from ..store.base import hash_arrays
 from ..threads import one_thread
 from .density import log_p_y_given_z
-from .estimator import log_marginal_estimate
 from .kernels import GPLVMHyper
-from .pmmh import AdaptivePMMH
+from .pmmh import AdaptivePMMH, check_correlation
 from .predict import Predictive, predictive_density
-from .sweep import REFIT, PseudoMarginalSweep, hyper_names, pm_extras, posterior_at, vb_extras
+from .sweep import (
+    REFIT,
+    PseudoMarginalSweep,
+    estimate_at,
+    hyper_names,
+    pm_extras,
+    posterior_at,
+    vb_extras,
+)
 from .vb import DEFAULT_JITTER, VBParams, VBPosterior, fit_vb, validate_data
 
 __all__ = ["SupervisedGPLVM"]
@@ -167,12 +174,7 @@ class SupervisedGPLVM:
         self.g0 = positive_int("g0", g0, "Algorithm 2's adaptation start, e.g. 200")
         self.jitter = positive_float("jitter", jitter, "K_z's white noise, e.g. 1e-6")
         self.refit, self.standardise = refit, bool(standardise)
-        if (isinstance(correlation, bool) or not isinstance(correlation, float | int)
-                or not 0.0 <= correlation < 1.0):
-            raise InvalidParameterError(
-                f"correlation={correlation!r} must be a number in [0, 1), e.g. 0.99 (0: a "
-                "fresh importance estimate per proposal, as the paper).")
-        self.correlation = float(correlation)
+        self.correlation = check_correlation(correlation)
         hyper0 = GPLVMHyper(np.ones(xa.shape[1] if xa.ndim == 2 else 1), 1.0, np.ones(kz), 1.0)
         # shapes, finiteness and k_z against the data, before any heavy work
         validate_data(ya, xa, hyper0)
@@ -310,7 +312,7 @@ class SupervisedGPLVM:
                 fits.append(q)
 
                 def estimate(e: np.ndarray, r: np.random.Generator, q: VBPosterior = q) -> float:
-                    return _estimate(self, e, q, r)
+                    return estimate_at(self, e, q, r).log_p_hat
 
                 pm.log_estimate = estimate
                 s = pm.initial_state(etas[c], rng)
@@ -465,13 +467,3 @@ class SupervisedGPLVM:
 def _scale(a: np.ndarray) -> np.ndarray:
     s = a.std(axis=0)
     return np.where(s > 0, s, 1.0)
-
-
-def _estimate(model: SupervisedGPLVM, eta: np.ndarray, q: VBPosterior,
-              rng_or_u: np.random.Generator | np.ndarray) -> float:
-    """``log p̃(Y | X, ξ(η))`` with ``q`` (eq. 6), from ``rng`` or carried normals ``u``."""
-    rng, u = ((rng_or_u, None) if isinstance(rng_or_u, np.random.Generator)
-              else (None, rng_or_u))
-    return float(log_marginal_estimate(model.y, model.x, model.hyper_of(eta), q,
-                                       model.n_importance, rng, model.jitter, u).log_p_hat)
-

@@ -54,7 +54,7 @@ import numpy as np
 from .._validation import finite_array, positive_float, positive_int
 from ..errors import InvalidParameterError, SamplerError, ShapeMismatchError
 
-__all__ = ["AdaptivePMMH", "PMMHTrace"]
+__all__ = ["AdaptivePMMH", "PMMHTrace", "check_correlation"]
 
 #: Haario et al.'s (2001) scale ``s_d = 2.38²/d`` (Gelman, Roberts & Gilks 1996)
 HAARIO_SCALE = 2.38**2
@@ -118,12 +118,17 @@ def _check_correlated(aux_shape: Sequence[int] | None,
     if not shape or any(not isinstance(k, int) or k < 1 for k in shape):
         raise InvalidParameterError(
             f"aux_shape={aux_shape!r} must be a tuple of positive ints, e.g. (Q, k_z, N).")
+    return shape, check_correlation(correlation)
+
+
+def check_correlation(correlation: float) -> float:
+    """``ρ`` of the correlated move as a float in ``[0, 1)``, or a named error."""
     if (isinstance(correlation, bool) or not isinstance(correlation, float | int)
             or not 0.0 <= correlation < 1.0):
         raise InvalidParameterError(
             f"correlation={correlation!r} must be a number in [0, 1), e.g. 0.99 (ρ of "
-            "u' = ρu + √(1−ρ²)ε; 0 is a fresh estimate per proposal).")
-    return shape, float(correlation)
+            "u' = ρu + √(1−ρ²)ε; 0 is a fresh estimate per proposal, as the paper's).")
+    return float(correlation)
 
 
 class AdaptivePMMH:

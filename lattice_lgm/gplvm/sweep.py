@@ -50,7 +50,7 @@ import numpy as np
 from .._validation import positive_int
 from ..errors import InvalidParameterError
 from ..samplers.state import LatentState
-from .estimator import log_marginal_estimate
+from .estimator import ISEstimate, log_marginal_estimate
 from .kernels import GPLVMHyper
 from .latent import sample_latent
 from .pmmh import AdaptivePMMH
@@ -212,10 +212,7 @@ class PseudoMarginalSweep:
                 last["n_refit"] += 1
             else:
                 qq = current_q()
-            # r: the chain's stream, or the carried normals u' of a correlated chain (.pmmh)
-            gen, u = (r, None) if isinstance(r, np.random.Generator) else (None, r)
-            est = log_marginal_estimate(m.y, m.x, m.hyper_of(eta), qq, m.n_importance, gen,
-                                        m.jitter, u)
+            est = estimate_at(m, eta, qq, r)
             last["log_var"] = float(est.log_var)
             last["n_eval"] += m.n_importance
             return float(est.log_p_hat)
@@ -243,6 +240,19 @@ class PseudoMarginalSweep:
             ex[VB + "z_u"][c] = fit.z_u
             ex[VB + "bound"][c] = fit.bound
         return acc.astype(np.int64), last["log_var"], last["n_refit"], last["n_eval"]
+
+
+def estimate_at(model: Any, eta: np.ndarray, q: VBPosterior,
+                rng_or_u: np.random.Generator | np.ndarray) -> ISEstimate:
+    """Eq. 6 at ``ξ = exp(η)`` with ``q``, from a generator or from carried normals.
+
+    :mod:`.pmmh` passes the chain's stream, or the normals ``u`` (Q, k_z, N) of a correlated
+    chain.
+    """
+    rng, u = ((rng_or_u, None) if isinstance(rng_or_u, np.random.Generator)
+              else (None, rng_or_u))
+    return log_marginal_estimate(model.y, model.x, model.hyper_of(eta), q,
+                                 model.n_importance, rng, model.jitter, u)
 
 
 def hyper_names(k_x: int, k_z: int) -> list[str]:
