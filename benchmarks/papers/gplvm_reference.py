@@ -47,9 +47,8 @@ def augmented_chain(model: Any, seed: Any, n_iter: int, burn: int,
     """
     m = model
     rng = np.random.default_rng(seed)
-    ml = m.ml_fit()
-    eta = ml.hyper.to_log() + 0.1 * rng.standard_normal(len(m.names))   # the PM chains' start
-    z = ml.sample(rng, 1)[0]
+    eta = m.start_etas([rng])[0]            # as the pseudo-marginal chains start
+    z = m.start_fit().sample(rng, 1)[0]
     d, kx = eta.size, m.k_x
 
     def centred(e: np.ndarray, zz: np.ndarray) -> float:

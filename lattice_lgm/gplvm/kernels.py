@@ -18,9 +18,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import InvalidParameterError
+from ..errors import InvalidDataError, InvalidParameterError, ShapeMismatchError
 
-__all__ = ["GPLVMHyper", "k_f", "k_z"]
+__all__ = ["GPLVMHyper", "k_f", "k_z", "validate_data"]
 
 
 def _sq_weighted(a: np.ndarray, b: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -152,3 +152,49 @@ class GPLVMHyper(NamedTuple):
                 raise InvalidParameterError(
                     f"hyperparameter {name}={val!r} must be finite and > 0 (inverse squared "
                     "lengthscales, signal variance and noise precision are all positive).")
+
+
+def validate_data(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper) -> tuple[np.ndarray,
+                                                                              np.ndarray]:
+    """Check ``y`` (N, k_y), ``x`` (N, k_x) and ``hyper`` against each other; return float arrays.
+
+    Raises
+    ------
+    ShapeMismatchError
+        Wrong number of axes, unequal N, or ``hyper``'s k_x not x's.
+    InvalidDataError
+        Non-finite entries (the first is named).
+    InvalidParameterError
+        ``k_z`` > k_y or > N − 1, or a hyperparameter not finite and positive.
+    """
+    if not isinstance(hyper, GPLVMHyper):
+        raise InvalidParameterError(f"hyper is a {type(hyper).__name__}; pass a GPLVMHyper.")
+    y, x = np.asarray(y, dtype=float), np.asarray(x, dtype=float)
+    for name, arr in (("y", y), ("x", x)):
+        if arr.ndim != 2:
+            raise ShapeMismatchError(f"{name} has shape {arr.shape}; it needs (N, k_{name[0]}), "
+                                     f"a row per data point (reshape a vector: {name}[:, None]).")
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise InvalidDataError(f"{name} has a non-finite value {arr[idx]!r} at {idx}; "
+                                   "remove or impute the row.")
+    if y.shape[0] != x.shape[0]:
+        raise ShapeMismatchError(f"y has {y.shape[0]} rows but x has {x.shape[0]}; pass one "
+                                 "input row per output row.")
+    if hyper.k_x != x.shape[1]:
+        raise ShapeMismatchError(f"hyper.sigma has {hyper.k_x} entries but x has "
+                                 f"{x.shape[1]} columns; pass one ARD weight per input column.")
+    hyper.check()
+    n, ky = y.shape
+    if hyper.k_z > ky:
+        raise InvalidParameterError(
+            f"the latent dimension k_z={hyper.k_z} (len(hyper.theta)) exceeds the output "
+            f"dimension k_y={ky}: PCA of Y (Algorithm 1, step 1) gives at most k_y components; "
+            f"use at most {ky} latent dimensions.")
+    if hyper.k_z > n - 1:
+        raise InvalidParameterError(
+            f"the latent dimension k_z={hyper.k_z} (len(hyper.theta)) exceeds N − 1 = {n - 1}: "
+            f"{n} centred data points span at most {n - 1} PCA directions; use at most "
+            f"{max(n - 1, 0)} latent dimensions or more data.")
+    return y, x

@@ -20,10 +20,13 @@ is.  The store's ``posterior`` holds ``ξ`` by name and ``f``, the latent points
 the variational bound and the re-fits.  ``Z`` is identified only up to the sign of each latent
 dimension (the kernels see distances), so judge convergence on ``ξ`` and on predictions.
 
-Chains start as the paper's (§6.1, "at the ML parameters with noise"): the type-II maximum of
-the variational bound over ``ξ`` (:meth:`SupervisedGPLVM.ml_fit`, computed once), plus
-``N(0, START_NOISE²)`` on ``η`` from each chain's own stream, with ``q`` re-fitted there and
-``Z`` a draw of it.
+Chains start at the type-II maximum *a posteriori* of ``ξ`` — the variational bound plus the
+log-ξ priors, maximised over ``ξ`` (:meth:`SupervisedGPLVM.map_fit`, computed once) — plus
+``N(0, START_NOISE²)`` on ``η`` from each chain's own stream, with ``q`` fitted there and ``Z``
+a draw of it; the fits at each proposal start from that fit too.  The paper starts "at the ML
+parameters with noise" (§6.1; ``start="ml"``), but the type-II ML can be degenerate —
+``θ_j → 0`` (``Y`` ignores ``Z``) on §6.1's case 3 and on small data — and a chain started
+tens of prior sds out spends its run walking back (decision 126).
 """
 
 from __future__ import annotations
@@ -40,8 +43,8 @@ from ..samplers.state import LatentState
 from ..store.base import hash_arrays
 from ..threads import one_thread
 from .density import log_p_y_given_z
-from .kernels import GPLVMHyper
-from .pmmh import AdaptivePMMH, check_correlation
+from .kernels import GPLVMHyper, validate_data
+from .pmmh import HAARIO_SCALE, AdaptivePMMH, check_correlation
 from .predict import Predictive, predictive_density
 from .sweep import (
     REFIT,
@@ -52,15 +55,21 @@ from .sweep import (
     posterior_at,
     vb_extras,
 )
-from .vb import DEFAULT_JITTER, VBParams, VBPosterior, fit_vb, validate_data
+from .vb import DEFAULT_JITTER, VBParams, VBPosterior, elbo_and_grad, fit_vb
 
 __all__ = ["SupervisedGPLVM"]
 
 #: sd of the normal priors on every ``log ξ`` (mean 0): ±2 sd spans e^±6 ≈ 400× either way,
 #: weakly informative on standardised data (the paper states no prior)
 PRIOR_SD = 3.0
-#: sd of the noise on ``η`` added to the ML point per chain (§6.1: "with noise")
+#: sd of the noise on ``η`` added to the ML point per chain with ``start="ml"`` (§6.1: "with
+#: noise"; the proposal then starts at ``INITIAL_COV`` as before g₀ the paper gives none)
 START_NOISE = 0.1
+#: ``start="map"``: chains start at ``N(mode, START_SPREAD² Σ)`` of the Laplace approximation
+#: (:meth:`SupervisedGPLVM.laplace`) — overdispersed, so that R-hat can see a chain that has not
+#: forgotten its start (Gelman & Rubin 1992) — and the random walk at Haario's
+#: ``2.38²/d Σ_r`` (decision 126); ``LAPLACE_STEP``: its central differences in ``η``
+START_SPREAD, LAPLACE_STEP = 2.0, 0.01
 #: importance draws per estimate (eq. 6's Q); the paper gives none — see docs/gplvm.md for
 #: the log-variance this gives on its sinusoidal data
 N_IMPORTANCE = 64
@@ -78,7 +87,9 @@ VB_MAX_ITER, PROPOSAL_VB_ITER = 200, 40
 CORRELATION = 0.99
 #: model.options of a configuration file (``from_config``)
 OPTION_KEYS = ("inputs", "outputs", "latent_dim", "n_inducing", "n_importance", "refit",
-               "standardise", "prior_sd", "g0", "jitter", "correlation", "blocks")
+               "standardise", "prior_sd", "g0", "jitter", "correlation", "blocks", "start")
+#: where the chains start and the proposals' fits begin: type-II MAP (default) or ML (paper)
+STARTS = ("map", "ml")
 
 
 class _Prior:
@@ -123,7 +134,7 @@ class SupervisedGPLVM:
     refit : {"proposal", "always", "warmup"}
         Which importance distribution each estimate uses (:mod:`.sweep`): ``"always"`` is the
         paper's (re-fitted after each accepted block update; the estimate then depends on the
-        chain's past); ``"proposal"`` fits ``q`` at each proposal from the ML fit (exact);
+        chain's past); ``"proposal"`` fits ``q`` at each proposal from the start's fit (exact);
         ``"warmup"`` freezes it after warm-up (exact, high variance).
     standardise : bool
         Centre and scale the columns of ``x`` and ``y`` to unit sd (the sampled ``ξ`` are then
@@ -143,6 +154,9 @@ class SupervisedGPLVM:
         ``ρ ∈ [0, 1)``: each proposal moves the estimator's standard normals ``u`` (Q, k_z, N)
         by ``u' = ρu + √(1 − ρ²)ε`` (correlated pseudo-marginal, Deligiannidis et al. 2018);
         0 draws fresh ones (the paper's Algorithm 2).  Exact for every ``ρ``.
+    start : {"map", "ml"}
+        The fit the chains start from (plus noise) and each proposal's fit begins at:
+        type-II MAP (:meth:`map_fit`, default) or the paper's type-II ML (:meth:`ml_fit`).
     """
 
     summary_names = ("z",)
@@ -154,7 +168,7 @@ class SupervisedGPLVM:
                  standardise: bool = False, prior_sd: float = PRIOR_SD, g0: int = G0,
                  jitter: float = DEFAULT_JITTER,
                  blocks: str | Sequence[Sequence[str]] = "joint",
-                 correlation: float = CORRELATION) -> None:
+                 correlation: float = CORRELATION, start: str = "map") -> None:
         xa = np.asarray(x)
         ya = np.asarray(y)
         for name, a in (("x", xa), ("y", ya)):
@@ -168,6 +182,10 @@ class SupervisedGPLVM:
         check_bools(standardise=standardise)
         if refit not in REFIT:
             raise InvalidParameterError(f"refit={refit!r} must be one of {list(REFIT)}.")
+        if start not in STARTS:
+            raise InvalidParameterError(f"start={start!r} must be one of {list(STARTS)}: "
+                                        "type-II MAP (the default) or the paper's type-II ML.")
+        self.start = start
         self.n_importance = positive_int("n_importance", n_importance,
                                          "importance draws per estimate, e.g. 64")
         self.prior_sd = positive_float("prior_sd", prior_sd, "the sd of the log-ξ priors")
@@ -201,7 +219,8 @@ class SupervisedGPLVM:
         self.inside = np.ones(self.shape, dtype=bool)
         self.units = ""
         self.lgm = _Shim(_Prior(self.priors_text()["Z"]), self.names)
-        self._ml: VBPosterior | None = None
+        self._fits: dict[str, VBPosterior] = {}
+        self._laplace: tuple[np.ndarray, np.ndarray] | None = None
         self.last_start_report: str | None = None
 
     def _blocks(self, blocks: str | Sequence[Sequence[str]]) -> list[np.ndarray]:
@@ -237,21 +256,59 @@ class SupervisedGPLVM:
         return float(-0.5 * np.sum((eta / self.prior_sd) ** 2)
                      - eta.size * np.log(self.prior_sd * np.sqrt(2 * np.pi)))
 
-    def pmmh(self, estimate: Any = None, hook: Any = None) -> AdaptivePMMH:
-        """Algorithm 2's sampler with this model's blocks, prior and settings."""
+    def pmmh(self, estimate: Any = None, hook: Any = None,
+             initial_cov: Any = None) -> AdaptivePMMH:
+        """Algorithm 2's sampler with this model's blocks, prior and settings.
+
+        ``initial_cov`` (a start's; later cycles read ``Σ_r`` from the chain's state):
+        default ``INITIAL_COV``.
+        """
         aux = (self.n_importance, self.k_z, self.n) if self.correlation > 0 else None
         return AdaptivePMMH(estimate or (lambda e, r: 0.0), self.log_prior, self.blocks,
                             prior_on="eta", g0=self.g0, n0=0, epsilon=self.epsilon,
-                            initial_cov=self.initial_cov, hook=hook, aux_shape=aux,
-                            correlation=self.correlation)
+                            initial_cov=self.initial_cov if initial_cov is None else initial_cov,
+                            hook=hook, aux_shape=aux, correlation=self.correlation)
+
+    def laplace(self) -> tuple[np.ndarray, np.ndarray]:
+        """The Laplace approximation of ``p(η | Y, X)`` at the type-II MAP (computed once).
+
+        Returns
+        -------
+        mode : ndarray, shape (d,)
+            :meth:`map_fit`'s ``η``.
+        cov : ndarray, shape (d, d)
+            The inverse Hessian of ``−(bound + log p(η))`` with ``q`` re-optimised at each
+            ``η``: central differences (``LAPLACE_STEP``) of its gradient, which at an optimal
+            ``q`` is the bound's partial gradient in ``log ξ`` (the envelope theorem), from 2d
+            warm-started fits.  Eigenvalues of the Hessian below the prior's ``1/prior_sd²`` are
+            raised to it: never wider than the prior, and positive definite.
+        """
+        if self._laplace is None:
+            fit = self.map_fit()
+            mode = fit.hyper.to_log()
+
+            def grad(eta: np.ndarray) -> np.ndarray:
+                q = fit_vb(self.y, self.x, self.hyper_of(eta), init=fit, jitter=self.jitter,
+                           max_iter=self.vb_max_iter)
+                _, g = elbo_and_grad(self.y, self.x, q.hyper, VBParams(
+                    q.mean_white, q.log_lambda, q.z_u), self.jitter)
+                return g.log_hyper - eta / self.prior_sd**2
+
+            with self.threads():
+                h = np.stack([grad(mode + LAPLACE_STEP * e) - grad(mode - LAPLACE_STEP * e)
+                              for e in np.eye(mode.size)]) / (2 * LAPLACE_STEP)
+            w, v = np.linalg.eigh(-0.5 * (h + h.T))
+            w = np.maximum(w, 1.0 / self.prior_sd**2)
+            self._laplace = (mode, (v / w) @ v.T)
+        return self._laplace
 
     def q_at(self, eta: np.ndarray) -> VBPosterior:
         """``q(ξ)`` of ``refit="proposal"``: a deterministic function of ``η`` alone.
 
-        The variational fit at ``ξ = exp(η)`` started from :meth:`ml_fit` and stopped after
+        The variational fit at ``ξ = exp(η)`` started from :meth:`start_fit` and stopped after
         ``PROPOSAL_VB_ITER`` iterations.
         """
-        return fit_vb(self.y, self.x, self.hyper_of(eta), init=self.ml_fit(),
+        return fit_vb(self.y, self.x, self.hyper_of(eta), init=self.start_fit(),
                       jitter=self.jitter, max_iter=PROPOSAL_VB_ITER)
 
     def q_of(self, params: VBParams, eta: np.ndarray) -> VBPosterior:
@@ -274,15 +331,30 @@ class SupervisedGPLVM:
     def ml_fit(self) -> VBPosterior:
         """Type-II maximum likelihood of the variational bound over ``ξ`` (computed once).
 
-        The paper's "maximum likelihood" comparison (§6.1) and the chains' start; its
-        ``hyper`` is ``ξ̂``.
+        The paper's "maximum likelihood" comparison (§6.1) and, with ``start="ml"``, the
+        chains' start; its ``hyper`` is ``ξ̂``.
         """
-        if self._ml is None:
+        return self._fit("ml")
+
+    def map_fit(self) -> VBPosterior:
+        """Type-II maximum *a posteriori*: the bound plus the log-ξ priors (computed once).
+
+        The chains' start by default (module docstring); its ``hyper`` is the mode.
+        """
+        return self._fit("map")
+
+    def start_fit(self) -> VBPosterior:
+        """The fit of the ``start`` setting: :meth:`map_fit` or :meth:`ml_fit`."""
+        return self._fit(self.start)
+
+    def _fit(self, kind: str) -> VBPosterior:
+        if kind not in self._fits:
             with self.threads():
-                self._ml = fit_vb(self.y, self.x, self.initial_hyper(), optimise_hyper=True,
-                                  n_inducing=self.n_inducing, jitter=self.jitter,
-                                  rng=np.random.default_rng(0))
-        return self._ml
+                self._fits[kind] = fit_vb(
+                    self.y, self.x, self.initial_hyper(), optimise_hyper=True,
+                    n_inducing=self.n_inducing, jitter=self.jitter, rng=np.random.default_rng(0),
+                    prior_sd=self.prior_sd if kind == "map" else None)
+        return self._fits[kind]
 
     # -- lattice_lgm._runview.RunView -----------------------------------------------------------
     def init_state(self, rngs: Sequence[np.random.Generator],
@@ -300,15 +372,16 @@ class SupervisedGPLVM:
             z = np.zeros((n, *self.shape))
             return LatentState(self.theta_dict(eta), (self.lgm.prior,) * n, z, z.copy(),
                                np.zeros((n, 0)), np.zeros(n), chains, None)
-        etas = self._start_etas(rngs, initvals)
-        pm = self.pmmh()
+        etas = self.start_etas(rngs, initvals)
+        pm = self.pmmh(initial_cov=None if self.start == "ml" else [
+            HAARIO_SCALE / b.size * self.laplace()[1][np.ix_(b, b)] for b in self.blocks])
         fits, states, z, ll = [], [], np.zeros((n, *self.shape)), np.zeros(n)
         with self.threads():
-            ml = self.ml_fit()
+            fit0 = self.start_fit()
             for c, rng in enumerate(rngs):
                 h = self.hyper_of(etas[c])
                 q = (self.q_at(etas[c]) if self.refit == "proposal"
-                     else fit_vb(self.y, self.x, h, init=ml, jitter=self.jitter))
+                     else fit_vb(self.y, self.x, h, init=fit0, jitter=self.jitter))
                 fits.append(q)
 
                 def estimate(e: np.ndarray, r: np.random.Generator, q: VBPosterior = q) -> float:
@@ -323,7 +396,13 @@ class SupervisedGPLVM:
         return LatentState(self.theta_dict(etas), (self.lgm.prior,) * n, z, z.copy(),
                            np.zeros((n, 0)), ll, chains, ex)
 
-    def _start_etas(self, rngs: Sequence[np.random.Generator], initvals: Any) -> np.ndarray:
+    def start_etas(self, rngs: Sequence[np.random.Generator], initvals: Any = None) -> np.ndarray:
+        """The chains' starting ``η`` (chains, d), one draw from each chain's stream.
+
+        ``initvals`` (:meth:`init_state`) if given; else ``start="map"``: ``N(mode,
+        START_SPREAD² Σ)`` of :meth:`laplace`; ``start="ml"``: the ML point plus
+        ``N(0, START_NOISE²)``.
+        """
         n = len(rngs)
         if initvals is not None:
             per = [initvals] * n if isinstance(initvals, Mapping) else list(initvals)
@@ -338,9 +417,14 @@ class SupervisedGPLVM:
                     "hyperparameter is positive.")
             self.last_start_report = "initvals"
             return np.log(out)
-        eta_ml = self.ml_fit().hyper.to_log()
-        self.last_start_report = "ml"
-        return np.stack([eta_ml + START_NOISE * r.standard_normal(eta_ml.size) for r in rngs])
+        self.last_start_report = self.start
+        if self.start == "ml":
+            eta0 = self.ml_fit().hyper.to_log()
+            return np.stack([eta0 + START_NOISE * r.standard_normal(eta0.size) for r in rngs])
+        mode, cov = self.laplace()
+        chol = np.linalg.cholesky(cov)
+        return np.stack([mode + START_SPREAD * chol @ r.standard_normal(mode.size)
+                         for r in rngs])
 
     def default_representation(self) -> str:
         """The only sampler: Algorithm 2 then Algorithm 3 (``"pmmh"``)."""
@@ -433,7 +517,7 @@ class SupervisedGPLVM:
         columns, required), ``outputs`` (the Y columns; default every other column),
         ``latent_dim`` (2), ``n_inducing``, ``n_importance`` (64), ``refit`` ("proposal"),
         ``standardise`` (false), ``prior_sd`` (3.0), ``g0`` (200), ``jitter`` (1e-6),
-        ``correlation`` (:data:`CORRELATION`), ``blocks`` ("joint").
+        ``correlation`` (:data:`CORRELATION`), ``blocks`` ("joint"), ``start`` ("map").
         """
         import pandas as pd
 

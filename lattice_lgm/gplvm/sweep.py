@@ -143,7 +143,7 @@ class PseudoMarginalSweep:
                 "n_latent": self.n_latent, "refit": m.refit, "n_importance": m.n_importance,
                 "blocks": [b.tolist() for b in m.pmmh().blocks], "g0": m.g0,
                 "epsilon": m.epsilon, "initial_cov": m.initial_cov, "prior_sd": m.prior_sd,
-                "jitter": m.jitter, "correlation": m.correlation}
+                "jitter": m.jitter, "correlation": m.correlation, "start": m.start}
 
     def step(self, state: LatentState,
              rngs: Sequence[np.random.Generator]) -> tuple[LatentState, dict[str, Any]]:

@@ -42,17 +42,16 @@ from scipy.optimize import brentq, minimize
 from .._validation import check_bools, is_number, positive_float, positive_int
 from ..errors import (
     ConvergenceError,
-    InvalidDataError,
     InvalidParameterError,
     NotPositiveDefiniteError,
     ShapeMismatchError,
 )
 from .density import gaussian_draws
-from .kernels import GPLVMHyper, k_f, k_z
+from .kernels import GPLVMHyper, k_f, k_z, validate_data
 from .psi import psi_statistics_vjp
 
 __all__ = ["DEFAULT_JITTER", "INDUCING_JITTER", "ElboGrad", "VBParams", "VBPosterior", "elbo",
-           "elbo_and_grad", "fit_vb", "posterior_of", "validate_data"]
+           "elbo_and_grad", "fit_vb", "posterior_of"]
 
 #: the input kernel's white noise ε (Gadd et al. §6.1, "for numerical stability")
 DEFAULT_JITTER = 1e-6
@@ -353,52 +352,6 @@ def _jitter(jitter: float) -> float:
     return float(jitter)
 
 
-def validate_data(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper) -> tuple[np.ndarray,
-                                                                              np.ndarray]:
-    """Check ``y`` (N, k_y), ``x`` (N, k_x) and ``hyper`` against each other; return float arrays.
-
-    Raises
-    ------
-    ShapeMismatchError
-        Wrong number of axes, unequal N, or ``hyper``'s k_x not x's.
-    InvalidDataError
-        Non-finite entries (the first is named).
-    InvalidParameterError
-        ``k_z`` > k_y or > N − 1, or a hyperparameter not finite and positive.
-    """
-    if not isinstance(hyper, GPLVMHyper):
-        raise InvalidParameterError(f"hyper is a {type(hyper).__name__}; pass a GPLVMHyper.")
-    y, x = np.asarray(y, dtype=float), np.asarray(x, dtype=float)
-    for name, arr in (("y", y), ("x", x)):
-        if arr.ndim != 2:
-            raise ShapeMismatchError(f"{name} has shape {arr.shape}; it needs (N, k_{name[0]}), "
-                                     f"a row per data point (reshape a vector: {name}[:, None]).")
-        bad = ~np.isfinite(arr)
-        if bad.any():
-            idx = tuple(int(i) for i in np.argwhere(bad)[0])
-            raise InvalidDataError(f"{name} has a non-finite value {arr[idx]!r} at {idx}; "
-                                   "remove or impute the row.")
-    if y.shape[0] != x.shape[0]:
-        raise ShapeMismatchError(f"y has {y.shape[0]} rows but x has {x.shape[0]}; pass one "
-                                 "input row per output row.")
-    if hyper.k_x != x.shape[1]:
-        raise ShapeMismatchError(f"hyper.sigma has {hyper.k_x} entries but x has "
-                                 f"{x.shape[1]} columns; pass one ARD weight per input column.")
-    hyper.check()
-    n, ky = y.shape
-    if hyper.k_z > ky:
-        raise InvalidParameterError(
-            f"the latent dimension k_z={hyper.k_z} (len(hyper.theta)) exceeds the output "
-            f"dimension k_y={ky}: PCA of Y (Algorithm 1, step 1) gives at most k_y components; "
-            f"use at most {ky} latent dimensions.")
-    if hyper.k_z > n - 1:
-        raise InvalidParameterError(
-            f"the latent dimension k_z={hyper.k_z} (len(hyper.theta)) exceeds N − 1 = {n - 1}: "
-            f"{n} centred data points span at most {n - 1} PCA directions; use at most "
-            f"{max(n - 1, 0)} latent dimensions or more data.")
-    return y, x
-
-
 def _pca_means(y: np.ndarray, k: int) -> np.ndarray:
     """Step 1 of Algorithm 1: the first k principal-component scores of Y.
 
@@ -450,8 +403,10 @@ def posterior_of(y, x, hyper, params, jitter, n_iter=0, converged=True, trace=()
                        params.log_lambda.copy(), jitter, tuple(trace), np.stack(chol))
 
 
-def _stage(y, x, hyper, params, jitter, optimise_hyper, max_iter, tol, trace):
+def _stage(y, x, hyper, params, jitter, optimise_hyper, max_iter, tol, trace, prior_sd=None):
     """One L-BFGS-B run over ``(b, ρ, Z_u[, log ξ])`` with ``a_j = R_j^{-ᵀ} b_j``.
+
+    With ``prior_sd`` the objective over ``log ξ`` adds ``Σ log N(log ξ | 0, prior_sd²)``.
 
     ``R_j`` (chol of ``C_j = I + L_zᵀ Λ_j L_z``) is frozen at the stage's start.  Why: the
     Hessian in ``a_j`` is ``I + L_zᵀ H_j L_z``, ``H_j`` the curvature of ``−F̃`` in ``μ_j``, and
@@ -483,8 +438,12 @@ def _stage(y, x, hyper, params, jitter, optimise_hyper, max_iter, tol, trace):
         bound, g = _forward(y, x, h, p, jitter, True)
         g_b = np.stack([solve_triangular(r, g.mean_white[:, j], lower=True)
                         for j, r in enumerate(r0)], axis=1)
-        grad = np.concatenate([g_b.ravel(), g.log_lambda.ravel(), g.z_u.ravel()]
-                              + ([g.log_hyper] if optimise_hyper else []))
+        g_h = [g.log_hyper] if optimise_hyper else []
+        if optimise_hyper and prior_sd is not None:  # MAP-II: the log-ξ priors and gradient
+            eta = v[n_var:]
+            bound -= 0.5 * float(eta @ eta) / prior_sd**2
+            g_h = [g_h[0] - eta / prior_sd**2]
+        grad = np.concatenate([g_b.ravel(), g.log_lambda.ravel(), g.z_u.ravel(), *g_h])
         return -bound, -grad
 
     if not trace:
@@ -503,7 +462,8 @@ def _stage(y, x, hyper, params, jitter, optimise_hyper, max_iter, tol, trace):
 def fit_vb(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, *, n_inducing: int | None = None,
            init: VBPosterior | None = None, optimise_hyper: bool = False,
            max_iter: int = 2000, tol: float = 1e-7, jitter: float = DEFAULT_JITTER,
-           rng: np.random.Generator | None = None) -> VBPosterior:
+           rng: np.random.Generator | None = None,
+           prior_sd: float | None = None) -> VBPosterior:
     """Algorithm 1 of Gadd et al.: maximise the variational bound over (μ, S, Z_u) [and log ξ].
 
     Parameters
@@ -520,6 +480,9 @@ def fit_vb(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, *, n_inducing: int |
         ``mean_white``, ``log_lambda`` and ``z_u`` are the starting point.
     optimise_hyper : bool
         Also maximise over ``log ξ`` (type-II maximum likelihood, the paper's "ML").
+    prior_sd : float, optional
+        With ``optimise_hyper``: maximise the bound plus independent ``N(0, prior_sd²)``
+        log-priors on ``log ξ`` instead (type-II maximum a posteriori).
     max_iter : int
         L-BFGS-B iterations at most.
     tol : float
@@ -545,6 +508,11 @@ def fit_vb(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, *, n_inducing: int |
     check_bools(optimise_hyper=optimise_hyper)
     max_iter = positive_int("max_iter", max_iter, "pass e.g. 2000")
     tol = positive_float("tol", tol, "pass e.g. 1e-7")
+    if prior_sd is not None:
+        if not optimise_hyper:
+            raise InvalidParameterError(f"prior_sd={prior_sd!r} applies to the hyperparameters; "
+                                        "pass optimise_hyper=True, or prior_sd=None.")
+        prior_sd = positive_float("prior_sd", prior_sd, "the sd of the log-ξ priors, e.g. 3")
     n, kz = y.shape[0], hyper.k_z
     if rng is not None and not isinstance(rng, np.random.Generator):
         raise InvalidParameterError(f"rng={rng!r} must be a numpy Generator "
@@ -592,7 +560,7 @@ def fit_vb(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, *, n_inducing: int |
     for joint in (False, True) if optimise_hyper else (False,):
         for _ in range(_MAX_STAGES):
             params, h, res = _stage(y, x, h, params, jitter, joint, max_iter - n_iter, tol,
-                                    trace)
+                                    trace, prior_sd)
             n_iter += res.nit
             converged = bool(res.success)
             if n_iter >= max_iter or res.nit <= 2:
