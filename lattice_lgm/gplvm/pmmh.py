@@ -202,7 +202,7 @@ class AdaptivePMMH:
 
     # -- set-up ---------------------------------------------------------------------------------
     def _initial_covs(self, initial_cov: float | Sequence[np.ndarray]) -> list[np.ndarray]:
-        if np.ndim(initial_cov) == 0:
+        if np.isscalar(initial_cov) or getattr(initial_cov, "ndim", None) == 0:  # a variance
             v = positive_float("initial_cov", initial_cov, "pass a proposal variance, e.g. 0.01")
             return [v * np.eye(b.size) for b in self.blocks]
         covs = [np.asarray(c, dtype=float) for c in initial_cov]  # type: ignore[union-attr]

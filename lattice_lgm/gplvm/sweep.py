@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import positive_int
-from ..errors import InvalidParameterError
+from ..errors import InvalidParameterError, NotPositiveDefiniteError
 from ..samplers.state import LatentState
 from .estimator import ISEstimate, log_marginal_estimate
 from .kernels import GPLVMHyper
@@ -64,7 +64,8 @@ REFIT = ("proposal", "always", "warmup")
 PM, VB = "pm/", "vb/"
 #: what a run stores of a sweep's info (ArviZ-style names)
 SAMPLE_STATS = (("log_p_hat", "log_p_hat", "f8"), ("is_log_var", "is_log_var", "f8"),
-                ("vb_bound", "vb_bound", "f8"), ("n_refit", "n_refit", "i8"))
+                ("vb_bound", "vb_bound", "f8"), ("n_refit", "n_refit", "i8"),
+                ("n_numeric_reject", "n_numeric_reject", "i8"))
 
 
 def pm_extras(pm: AdaptivePMMH, states: Sequence[dict[str, Any]]) -> dict[str, np.ndarray]:
@@ -121,8 +122,9 @@ class PseudoMarginalSweep:
     ``info`` of :meth:`step`, per chain: ``accepted/<r>:<block>`` (0/1), ``log_p_hat`` (the
     carried estimate), ``is_log_var`` (the delta-method ``Var(log p̃)`` of the last proposal's
     estimate; NaN if none was estimated), ``vb_bound`` (the current ``q``'s bound at the
-    ``ξ`` it was fitted at), ``n_refit`` (re-fits this sweep), ``n_loglik`` (likelihood
-    evaluations: importance draws plus slice evaluations).
+    ``ξ`` it was fitted at), ``n_refit`` (re-fits this sweep), ``n_numeric_reject`` (proposals
+    rejected because a factorisation failed there), ``n_loglik`` (likelihood evaluations:
+    importance draws plus slice evaluations).
     """
 
     name = "pmmh"
@@ -170,9 +172,11 @@ class PseudoMarginalSweep:
         log_var = np.full(n, np.nan)
         n_refit = np.zeros(n, dtype=np.int64)
         n_eval = np.zeros(n, dtype=np.int64)
+        n_fail = np.zeros(n, dtype=np.int64)
         with m.threads():
             for c in range(n):
-                acc[c], log_var[c], n_refit[c], n_eval[c] = self._cycle(ex, c, rngs[c])
+                acc[c], log_var[c], n_refit[c], n_eval[c], n_fail[c] = self._cycle(ex, c,
+                                                                                    rngs[c])
                 hyper = m.hyper_of(ex[PM + "eta"][c])
                 # 3: Algorithm 3 at the new ξ, from the chain's previous Z
                 dr = sample_latent(m.y, m.x, hyper, z[c], rngs[c], self.n_latent,
@@ -186,11 +190,12 @@ class PseudoMarginalSweep:
                                 for r in range(nb)}
         info.update({"log_p_hat": ex[PM + "log_p_hat"].copy(), "is_log_var": log_var,
                      "vb_bound": ex[VB + "bound"].copy(), "n_refit": n_refit,
+                     "n_numeric_reject": n_fail,
                      "n_loglik": n_eval, "n_cov": np.zeros(n, np.int64)})
         return out, info
 
     def _cycle(self, ex: dict[str, np.ndarray], c: int,
-               rng: np.random.Generator) -> tuple[np.ndarray, float, int, int]:
+               rng: np.random.Generator) -> tuple[np.ndarray, float, int, int, int]:
         """Algorithm 2's cycle for chain ``c`` with its ``q`` (and re-fits), ``ex`` in place."""
         m = self.model
         q: list[VBPosterior | None] = [None]  # the chain's q, rebuilt only when used
@@ -201,18 +206,26 @@ class PseudoMarginalSweep:
                                        ex[VB + "z_u"][c]), ex[VB + "eta"][c])
             return q[0]
 
-        last: dict[str, Any] = {"log_var": np.nan, "n_eval": 0, "n_refit": 0, "q": None}
+        last: dict[str, Any] = {"log_var": np.nan, "n_eval": 0, "n_refit": 0, "q": None,
+                                "n_fail": 0}
         s = pm_state(m.pmmh(), ex, c)
         per_proposal = m.refit == "proposal"
         refit = m.refit == "always" or (m.refit == "warmup" and s["iteration"] < self.tune)
 
         def estimate(eta: np.ndarray, r: np.random.Generator | np.ndarray) -> float:
-            if per_proposal:  # q(ξ'), a function of ξ' alone: exact pseudo-marginal
-                qq = last["q"] = m.q_at(eta)
-                last["n_refit"] += 1
-            else:
-                qq = current_q()
-            est = estimate_at(m, eta, qq, r)
+            try:
+                if per_proposal:  # q(ξ'), a function of ξ' alone: exact pseudo-marginal
+                    last["n_refit"] += 1
+                    qq = last["q"] = m.q_at(eta)
+                else:
+                    qq = current_q()
+                est = estimate_at(m, eta, qq, r)
+            except NotPositiveDefiniteError:
+                # a proposal where a factorisation fails (far out: e.g. K_u or I + βK_u^-½ψ2
+                # K_u^-½ singular in floating point) is rejected, as Stan rejects a proposal
+                # whose density throws; counted in sample_stats.n_numeric_reject
+                last["n_fail"] += 1
+                return -np.inf
             last["log_var"] = float(est.log_var)
             last["n_eval"] += m.n_importance
             return float(est.log_p_hat)
@@ -239,7 +252,8 @@ class PseudoMarginalSweep:
             ex[VB + "log_lambda"][c] = fit.log_lambda
             ex[VB + "z_u"][c] = fit.z_u
             ex[VB + "bound"][c] = fit.bound
-        return acc.astype(np.int64), last["log_var"], last["n_refit"], last["n_eval"]
+        return (acc.astype(np.int64), last["log_var"], last["n_refit"], last["n_eval"],
+                last["n_fail"])
 
 
 def estimate_at(model: Any, eta: np.ndarray, q: VBPosterior,

@@ -7,7 +7,12 @@ import numpy as np
 import pytest
 
 from lattice_lgm._runview import RunView
-from lattice_lgm.errors import InvalidDataError, InvalidParameterError, ShapeMismatchError
+from lattice_lgm.errors import (
+    InvalidDataError,
+    InvalidParameterError,
+    NotPositiveDefiniteError,
+    ShapeMismatchError,
+)
 from lattice_lgm.gplvm import model as gplvm_model
 from lattice_lgm.gplvm.kernels import GPLVMHyper
 from lattice_lgm.gplvm.model import SupervisedGPLVM
@@ -62,6 +67,7 @@ def test_it_is_a_run_view_with_one_block_or_the_papers_two(model):
     (dict(correlation=1.0), InvalidParameterError, "correlation=1.0"),
     (dict(blocks=[["sigma_1", "theta_s"], ["theta_1"]]), InvalidParameterError, "partition"),
     (dict(blocks="pairs"), InvalidParameterError, "blocks='pairs'"),
+    (dict(start="mode"), InvalidParameterError, "start='mode'"),
     (dict(y="abc"), InvalidDataError, "dtype"),
     (dict(y=np.full((10, 3), np.nan)), InvalidDataError, "finite"),
     (dict(x=np.zeros(9)), ShapeMismatchError, "9"),
@@ -90,14 +96,26 @@ def test_initvals_are_checked_and_used(model):
         model.init_state(rngs, [0, 1], initvals=dict(good, noise_precision=-1.0))
 
 
-def test_the_start_is_the_ml_point_with_noise(model):
+def test_the_default_start_is_overdispersed_around_the_map_with_a_proposal_to_match(model):
+    """start="map": η ~ N(mode, START_SPREAD² Σ) of the Laplace approximation and Σ_r =
+    2.38²/d Σ (one block); start="ml": the paper's ML point plus N(0, 0.1²) and 0.01 I."""
+    mode, cov = model.laplace()
     st = model.init_state(chain_rngs(1, 3), [0, 1, 2])
-    eta_ml = model.ml_fit().hyper.to_log()
     eta = np.log(np.stack([st.theta[k] for k in model.names], axis=1))
-    d = eta - eta_ml
-    assert np.all(np.abs(d) < 6 * gplvm_model.START_NOISE) and np.all(d.std(0) > 0)
+    white = np.linalg.solve(np.linalg.cholesky(cov), (eta - mode).T) / gplvm_model.START_SPREAD
+    assert np.all(np.abs(white) < 6) and np.all(white.std(axis=1) > 0)
     np.testing.assert_allclose(st.extras["pm/eta"], eta)
+    np.testing.assert_allclose(st.extras["pm/cov0"][0], 2.38**2 / len(mode) * cov)
     assert np.all(np.isfinite(st.extras["pm/log_p_hat"])) and np.all(np.isfinite(st.loglik))
+    x, y = _data()
+    paper = SupervisedGPLVM(x, y, latent_dim=2, n_importance=8, n_inducing=6, refit="always",
+                            start="ml")
+    st = paper.init_state(chain_rngs(1, 3), [0, 1, 2])
+    d = np.log(np.stack([st.theta[k] for k in paper.names], axis=1)) - \
+        paper.ml_fit().hyper.to_log()
+    assert np.all(np.abs(d) < 6 * gplvm_model.START_NOISE) and np.all(d.std(0) > 0)
+    np.testing.assert_allclose(st.extras["pm/cov0"][0], gplvm_model.INITIAL_COV * np.eye(5))
+    assert paper.last_start_report == "ml"
 
 
 def test_refit_policies_fit_q_when_they_say(model):
@@ -126,6 +144,23 @@ def test_refit_policies_fit_q_when_they_say(model):
     a, b = m.q_at(eta), m.q_at(eta.copy())
     np.testing.assert_array_equal(a.mu, b.mu)
     np.testing.assert_array_equal(a.S, b.S)
+
+
+def test_a_proposal_whose_factorisation_fails_is_rejected_and_counted(monkeypatch):
+    x, y = _data()
+    m = SupervisedGPLVM(x, y, latent_dim=2, n_importance=8, n_inducing=6)
+    st = m.init_state(chain_rngs(4, 1), [0])
+    eta0 = st.extras["pm/eta"].copy()
+
+    def singular(eta):
+        raise NotPositiveDefiniteError("K_u is not numerically positive definite")
+
+    monkeypatch.setattr(m, "q_at", singular)
+    st2, info = PseudoMarginalSweep(m, tune=2).step(st, chain_rngs(5, 1))
+    assert info["n_numeric_reject"].tolist() == [1]
+    assert sum(int(v[0]) for k, v in info.items() if k.startswith("accepted/")) == 0
+    np.testing.assert_array_equal(st2.extras["pm/eta"], eta0)
+    assert st2.extras["pm/log_p_hat"][0] == st.extras["pm/log_p_hat"][0]
 
 
 # -- runs ----------------------------------------------------------------------------------------

@@ -313,3 +313,10 @@ def test_bad_states_and_estimates_raise():
                              log_prior_xi, [[0], [1]])
     with pytest.raises(SamplerError, match="log_estimate returned nan"):
         nan_later.run(nan_later.initial_state(ETA0, 0), 1)
+
+
+def test_blocks_of_different_sizes_take_one_matrix_each():
+    pm = AdaptivePMMH(exact, log_prior_xi, [[0], [1, 2]], initial_cov=[np.eye(1), 0.5 * np.eye(2)])
+    assert [c.shape for c in pm.initial_cov] == [(1, 1), (2, 2)]
+    assert AdaptivePMMH(exact, log_prior_xi, [[0], [1]], initial_cov=np.float64(0.2)
+                        ).initial_cov[1] == pytest.approx(0.2)
