@@ -95,7 +95,7 @@ IONO_OUTPUTS = ["a05", "a06", "a07", "a08", "a09", "a10"]
 FULL = {"n": N, "chains": 4, "iterations": 1000, "burn": 250, "g0": 200, "n_importance": 64,
         "pred_draws": 200, "x_grid": 60, "y_bins": 120, "check_case": 3,
         "check": {"chains": 2, "iterations": 300, "burn": 100},
-        "iono": {"n": None, "chains": 4, "tune": 100, "draws": 300, "g0": 100},
+        "iono": {"n": None, "chains": 4, "tune": 100, "draws": 200, "g0": 100},
         "converge_cases": [1, 3], "correlation": 0.99, "workers": 2,
         "reference": {"chains": 4, "iterations": 40000, "burn": 5000, "thin": 10}}
 QUICK = {"n": 10, "chains": 2, "iterations": 6, "burn": 3, "g0": 2, "n_importance": 4,

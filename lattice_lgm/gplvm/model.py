@@ -20,13 +20,14 @@ is.  The store's ``posterior`` holds ``ξ`` by name and ``f``, the latent points
 the variational bound and the re-fits.  ``Z`` is identified only up to the sign of each latent
 dimension (the kernels see distances), so judge convergence on ``ξ`` and on predictions.
 
-Chains start at the type-II maximum *a posteriori* of ``ξ`` — the variational bound plus the
-log-ξ priors, maximised over ``ξ`` (:meth:`SupervisedGPLVM.map_fit`, computed once) — plus
-``N(0, START_NOISE²)`` on ``η`` from each chain's own stream, with ``q`` fitted there and ``Z``
-a draw of it; the fits at each proposal start from that fit too.  The paper starts "at the ML
-parameters with noise" (§6.1; ``start="ml"``), but the type-II ML can be degenerate —
-``θ_j → 0`` (``Y`` ignores ``Z``) on §6.1's case 3 and on small data — and a chain started
-tens of prior sds out spends its run walking back (decision 126).
+Chains start around the type-II maximum *a posteriori* of ``ξ`` — the variational bound plus
+the log-ξ priors, maximised over ``ξ`` (:meth:`SupervisedGPLVM.map_fit`, computed once): at a
+draw of ``N(mode, START_SPREAD² Σ)`` of its Laplace approximation (:meth:`~SupervisedGPLVM.
+laplace`) from each chain's own stream, the random walk at ``2.38²/d Σ``, ``q`` fitted there
+and ``Z`` a draw of it; the fits at each proposal start from the MAP's ``q``.  The paper starts
+"at the ML parameters with noise" (§6.1; ``start="ml"``), but the type-II ML can be degenerate
+— ``θ_j → 0`` (``Y`` ignores ``Z``) on §6.1's case 3 and on small data — and chains that share
+one start and a small step keep its memory where R-hat cannot see it (decision 126).
 """
 
 from __future__ import annotations
@@ -360,7 +361,7 @@ class SupervisedGPLVM:
     def init_state(self, rngs: Sequence[np.random.Generator],
                    chains: Sequence[int] | None = None, initvals: Any = None,
                    warm: bool = True) -> LatentState:
-        """Chains at the ML point plus noise on ``η`` (or ``initvals``), ``q`` fitted there.
+        """Chains at :meth:`start_etas` (or ``initvals``), ``q`` fitted there (module docstring).
 
         ``initvals``: a mapping of hyperparameter name to value (or one per chain), all names.
         ``warm=False`` (a store's layout only): ``ξ`` at :meth:`initial_hyper`, ``Z`` zero.
