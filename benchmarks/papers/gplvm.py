@@ -32,8 +32,10 @@ Issue 31.  Reproduces §6.1 (the sinusoidal data) and adds a real data set:
 
 * **Convergence** (cases ``FULL["converge_cases"]``): the library's default chain — the
   correlated pseudo-marginal move of the estimator's normals (``correlation = 0.99``,
-  decision 123), ``q`` fitted at each proposal (``refit="proposal"``) — with one Gibbs block
-  of all ``ξ`` (the paper's two blocks split the strongly correlated ``θ_S`` and ``θ_j``),
+  decision 123), ``q`` fitted at each proposal (``refit="proposal"``), chains started
+  overdispersed around the type-II MAP by its Laplace approximation (decision 126) — with one
+  Gibbs block of all ``ξ`` (the paper's two blocks split the strongly correlated ``θ_S`` and
+  ``θ_j``),
   at the paper's sizes, chains over ``workers`` Dask processes; its Table 1 errors; and its
   agreement with an independent reference, a long data-augmentation Gibbs chain on
   ``(ξ, Z)`` (:mod:`gplvm_reference`): quantiles of ``log ξ`` side by side and

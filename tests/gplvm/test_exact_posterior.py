@@ -12,8 +12,11 @@ ArviZ's multi-chain bulk ESS; a check fails at ``|z| > 5``: 5.7e-7 for a normal 
 allowing ±20 % error in the ESS (as ``test_pmmh``).  Union bound over 8 checks: 8e-5.  The
 deterministic tests (oracle, MAP stationarity, Laplace) cannot fail by chance.
 
-Planted bug (a temporary edit, reported in the branch's notes, not committed): the estimator's
-``log p(Z | X)`` without its log-determinant fails the chain's checks.
+Planted bugs (temporary patches, not committed; max |z| over the 8 checks): an estimate made at
+the start's ``η`` instead of the proposal's — 45, fails; the estimator's ``log p(Z | X)``
+without its log-determinant — 5.1, fails (only σ sees it, and the data barely inform σ); q's
+draws from the transposed Cholesky factor — 2.7, passes: two points cannot see it
+(``test_vb``'s draw test does).
 """
 
 from __future__ import annotations

@@ -124,7 +124,8 @@ def test_refit_policies_fit_q_when_they_say(model):
     x, y = _data()
     rngs = chain_rngs(5, 1)
     for refit in ("proposal", "always", "warmup"):
-        m = SupervisedGPLVM(x, y, latent_dim=2, n_importance=8, n_inducing=6, refit=refit)
+        m = SupervisedGPLVM(x, y, latent_dim=2, n_importance=8, n_inducing=6, refit=refit,
+                            start="ml")  # (the start is tested above; ML skips the Laplace fits)
         st = m.init_state(chain_rngs(4, 1), [0])
         sweep = PseudoMarginalSweep(m, tune=2)
         n_ref, accs, evals = [], [], []
@@ -182,11 +183,12 @@ def test_it_samples_into_a_store(model, tmp_path):
 @pytest.mark.parametrize("paper", [False, True], ids=["default", "paper-algorithm-2"])
 def test_an_interrupted_run_resumes_byte_for_byte(model, tmp_path, monkeypatch, paper):
     """The default chain carries the estimator's normals u (Q, k_z, N) in its checkpoint; the
-    paper's (fresh estimates, two blocks) carries none — both resume to the same store."""
+    paper's (fresh estimates, two blocks, ML start) carries none — both resume to the same
+    store."""
     if paper:
         x, y = _data()
         model = SupervisedGPLVM(x, y, latent_dim=2, n_importance=8, n_inducing=6,
-                                refit="always", correlation=0.0, blocks="paper")
+                                refit="always", correlation=0.0, blocks="paper", start="ml")
     extras = model.init_state(chain_rngs(2, 1), [0]).extras
     assert ("pm/u" in extras) is not paper
     if not paper:
