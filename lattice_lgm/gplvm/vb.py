@@ -482,7 +482,8 @@ def fit_vb(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, *, n_inducing: int |
         Also maximise over ``log ξ`` (type-II maximum likelihood, the paper's "ML").
     prior_sd : float, optional
         With ``optimise_hyper``: maximise the bound plus independent ``N(0, prior_sd²)``
-        log-priors on ``log ξ`` instead (type-II maximum a posteriori).
+        log-priors on ``log ξ`` instead (type-II maximum a posteriori; ``trace`` then holds
+        that sum, ``bound`` the bound alone).
     max_iter : int
         L-BFGS-B iterations at most.
     tol : float
