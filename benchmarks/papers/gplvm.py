@@ -27,8 +27,8 @@ Issue 31.  Reproduces §6.1 (the sinusoidal data) and adds a real data set:
   outputs ``IONO_OUTPUTS`` (standardised), all 351 cases, the library's default chain
   (correlated, one block, ``q`` fitted at each proposal: ~4 s an iteration at N = 351, so
   ``FULL["iono"]`` is shorter than the paper's protocol, with ``g₀`` to match) — to show the
-  model runs and converges beyond toys; R-hat and ESS of ``ξ`` and the estimator's
-  log-variance.
+  model runs beyond toys and whether it converges there; R-hat and ESS of ``ξ`` and the
+  estimator's log-variance.
 
 * **Convergence** (cases ``FULL["converge_cases"]``): the library's default chain — the
   correlated pseudo-marginal move of the estimator's normals (``correlation = 0.99``,
