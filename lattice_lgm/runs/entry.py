@@ -285,7 +285,8 @@ def _sample_in_process(plan: _Plan, budget: ThreadBudget, *, store, resume, chai
                         f"{path} was written by one run of every chain, not by chain blocks; "
                         f"resume it whole (without chain_ids, CLI without --chains), not chains "
                         f"{plan.chain_ids}.") from None
-                if st.committed("posterior") or st.committed("warmup"):
+                mine = set(plan.chain_ids)  # another block's finished draws do not count
+                if mine & (set(st.committed("posterior")) | set(st.committed("warmup"))):
                     raise
                 meta = None  # killed before the first checkpoint: start over in the same store
             if meta is None:

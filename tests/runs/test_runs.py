@@ -308,6 +308,29 @@ def test_chain_blocks_written_by_separate_calls_merge_into_one_store(model, refe
             np.testing.assert_array_equal(a[g][v].values, b[g][v].values, err_msg=f"{g}/{v}")
 
 
+def test_a_block_killed_before_its_first_checkpoint_restarts_beside_finished_ones(
+        model, reference, tmp_path, monkeypatch):
+    """Block [0] finished, block [1] killed before its first checkpoint (a Dask run stopped
+    early): resuming block [1] starts it afresh, and the store is the two-block run's."""
+    from lattice_lgm.runs.loop import _Runner
+
+    p = tmp_path / "blocks.zarr"
+    sample(model, store=p, chain_ids=[0], **RUN)
+
+    def dying(self, *a, **k):
+        raise RuntimeError("simulated crash")
+
+    monkeypatch.setattr(_Runner, "_checkpoint", dying)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        sample(model, store=p, chain_ids=[1], **RUN)
+    monkeypatch.undo()
+    sample(model, store=p, resume=True, chain_ids=[1], **RUN)
+    a, b = open_store(reference), open_store(p)
+    for g in ("posterior", "sample_stats", "summaries"):
+        for v in a[g].data_vars:
+            np.testing.assert_array_equal(a[g][v].values, b[g][v].values, err_msg=f"{g}/{v}")
+
+
 KILL_SCRIPT = """
 import sys
 sys.path.insert(0, {root!r})
