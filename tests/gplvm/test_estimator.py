@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.integrate import quad
 from scipy.stats import multivariate_normal as mvn
 from threadpoolctl import threadpool_limits
 
 from lattice_lgm.errors import InvalidParameterError, ShapeMismatchError
-from lattice_lgm.gplvm.density import GaussianQ, log_p_y_given_z
+from lattice_lgm.gplvm.density import GaussianQ
 from lattice_lgm.gplvm.estimator import importance_estimate, log_marginal_estimate
 from lattice_lgm.gplvm.kernels import GPLVMHyper, k_z
+from tests.gplvm._two_points import library_marginal
 
 #: family-wise false-failure rate per run (union bound): 6.3e-5 (unbiasedness) + 1e-5 (log_var)
 FALSE_FAILURE_RATE = 7.3e-5
@@ -46,16 +46,7 @@ def _one_blas_thread():
 
 def _exact_marginal() -> float:
     """``p(Y | X, ξ) = ∫ p(Y | d) N(d | 0, v_d) dd`` by adaptive quadrature."""
-    kz = k_z(X, None, H.sigma, EPS)
-    v_d = kz[0, 0] + kz[1, 1] - 2 * kz[0, 1]
-
-    def integrand(d):
-        lik = np.exp(log_p_y_given_z(Y, np.array([[d], [0.0]]), H)[0])
-        return lik * np.exp(-d * d / (2 * v_d)) / np.sqrt(2 * np.pi * v_d)
-
-    val, err = quad(integrand, -np.inf, np.inf, epsabs=0, epsrel=1e-12)
-    assert err < 1e-10 * val
-    return val
+    return library_marginal(Y, X, H, EPS)
 
 
 def _q() -> GaussianQ:
