@@ -27,18 +27,20 @@ Issue 31.  Reproduces §6.1 (the sinusoidal data) and adds a real data set:
   outputs ``IONO_OUTPUTS`` (standardised), all 351 cases, the library's default chain
   (correlated, one block, ``q`` fitted at each proposal: ~4 s an iteration at N = 351, so
   ``FULL["iono"]`` is shorter than the paper's protocol, with ``g₀`` to match) — to show the
-  model runs beyond toys and whether it converges there; R-hat and ESS of ``ξ`` and the
+  model runs beyond toys and whether it converges there; R-hat and ESS of ``ξ`` and of the
+  carried ``log p̂`` (the extended chain's state, :func:`extended_diagnostics`) and the
   estimator's log-variance.
 
 * **Convergence** (cases ``FULL["converge_cases"]``): the library's default chain — the
   correlated pseudo-marginal move of the estimator's normals (``correlation = 0.99``,
   decision 123), ``q`` fitted at each proposal (``refit="proposal"``), chains started
-  overdispersed around the type-II MAP by its Laplace approximation (decision 126) — with one
-  Gibbs block of all ``ξ`` (the paper's two blocks split the strongly correlated ``θ_S`` and
-  ``θ_j``),
-  at the paper's sizes, chains over ``workers`` Dask processes; its Table 1 errors; and its
-  agreement with an independent reference, a long data-augmentation Gibbs chain on
-  ``(ξ, Z)`` (:mod:`gplvm_reference`): quantiles of ``log ξ`` side by side and
+  overdispersed around the type-II MAP by its Laplace approximation (decision 126), the
+  importance distribution's orbit mixture (decision 128) — with one Gibbs block of all ``ξ``
+  (the paper's two blocks split the strongly correlated ``θ_S`` and ``θ_j``), and the same
+  chain without the orbit mixture (tag ``cpm-joint``), at the paper's sizes, chains over
+  ``workers`` Dask processes; their Table 1 errors; and their agreement with an independent
+  reference, a long data-augmentation Gibbs chain on ``(ξ, Z)`` (:mod:`gplvm_reference`):
+  quantiles of ``log ξ`` side by side and
   ``z = Δmean / √(MCSE² + MCSE_ref²)``.  ``--no-converge`` skips them.
 
 Every case runs into its own zarr store under ``--out`` (a killed run resumes from its last
@@ -73,7 +75,7 @@ from gpds2009 import _cached  # noqa: E402
 from gplvm_reference import augmented_chain  # noqa: E402
 
 from lattice_lgm.gplvm.kernels import GPLVMHyper  # noqa: E402
-from lattice_lgm.gplvm.model import SupervisedGPLVM  # noqa: E402
+from lattice_lgm.gplvm.model import ORBIT, SupervisedGPLVM  # noqa: E402
 from lattice_lgm.runs import sample  # noqa: E402
 
 RESULTS = HERE / "results"
@@ -106,8 +108,9 @@ QUICK = {"n": 10, "chains": 2, "iterations": 6, "burn": 3, "g0": 2, "n_importanc
          "iono": {"n": 12, "chains": 2, "tune": 2, "draws": 2, "g0": 2},
          "converge_cases": [1], "correlation": 0.99, "workers": None,
          "reference": {"chains": 2, "iterations": 60, "burn": 30, "thin": 3}}
-#: the rows of the convergence comparison: (tag, correlated, one joint block)
-CONVERGE = (("cpm-joint", True, True),)
+#: the rows of the convergence comparison: (tag, correlated, one joint block, orbit K) — the
+#: default chain, and the same without the orbit mixture (decision 128)
+CONVERGE = (("cpm-joint", True, True, 0), ("default", True, True, ORBIT))
 
 
 # -- data ------------------------------------------------------------------------------------
@@ -167,6 +170,19 @@ def diagnostics(post: Any, names: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+def extended_diagnostics(stats: Any) -> dict[str, float | None]:
+    """R-hat and bulk ESS of the carried ``log p̂``.
+
+    The pseudo-marginal chain's state is ``(ξ, u)``: chains whose normals ``u`` have not mixed
+    can agree on ``ξ`` while their ``log p̂`` — and with it the weight they give each ``ξ`` —
+    do not (decision 128).
+    """
+    import arviz as az
+
+    v = np.asarray(stats["log_p_hat"].values, dtype=float)
+    return {"rhat": _num(az.rhat(v)), "ess_bulk": _num(az.ess(v, method="bulk"))}
+
+
 def _num(v: Any) -> float | None:
     """A JSON number, or None where ArviZ could not say (too few draws)."""
     v = float(v)
@@ -192,14 +208,16 @@ def _draws(model: SupervisedGPLVM, post: Any, n: int) -> tuple[list[GPLVMHyper],
 
 
 def case_row(case: int, cfg: dict, out: Path, refit: str, tag: str | None = None,
-             correlated: bool = False, joint: bool = False) -> dict[str, Any]:
+             correlated: bool = False, joint: bool = False,
+             orbit: int = ORBIT) -> dict[str, Any]:
     """One case: the run, its diagnostics, the predictive errors against ML's.
 
     The paper's rows draw a fresh estimate per proposal (``correlation=0``, Algorithm 2 as
     printed).  The check row (``refit="proposal"``) runs at ``cfg["check"]``'s smaller size: a
     fit per proposal costs ~0.7 s per iteration and chain.  ``correlated``: the library's
     default correlated pseudo-marginal chain (``correlation=cfg["correlation"]``) at the full
-    protocol, chains over ``cfg["workers"]`` processes; ``joint``: one Gibbs block of all ξ.
+    protocol, chains over ``cfg["workers"]`` processes; ``joint``: one Gibbs block of all ξ;
+    ``orbit``: the correlated chain's orbit mixture (the paper's rows use ``q`` alone).
     """
     if refit == "proposal" and not correlated:
         cfg = {**cfg, **cfg["check"]}
@@ -208,7 +226,8 @@ def case_row(case: int, cfg: dict, out: Path, refit: str, tag: str | None = None
                             n_importance=cfg["n_importance"], g0=cfg["g0"],
                             correlation=cfg["correlation"] if correlated else 0.0,
                             blocks="joint" if joint else "paper",
-                            start="map" if correlated else "ml")
+                            start="map" if correlated else "ml",
+                            orbit=orbit if correlated else 0)  # the paper's: q alone
     t0 = time.perf_counter()
     ml = model.ml_fit()
     t_ml = time.perf_counter() - t0
@@ -243,6 +262,7 @@ def case_row(case: int, cfg: dict, out: Path, refit: str, tag: str | None = None
             "ml": dict(zip(model.names, ml.hyper.to_vector().tolist(), strict=True)),
             "ml_bound": ml.bound, "seconds_ml": t_ml, "seconds_run": t_run,
             "diagnostics": diagnostics(post, model.names),
+            "log_p_hat": extended_diagnostics(stats), "orbit": model.orbit,
             "is_log_var_mean": _num(np.nanmean(stats["is_log_var"].values)),
             "vb_refits_per_iteration": float(stats["n_refit"].values.mean()), **acc,
             "error_marginal": percentage_error(p_marg, p_true),
@@ -269,6 +289,7 @@ def ionosphere_row(cfg: dict, out: Path, workers: int | None = None) -> dict[str
             "seconds": time.perf_counter() - t0, "ml": dict(zip(
                 model.names, model.ml_fit().hyper.to_vector().tolist(), strict=True)),
             "diagnostics": diagnostics(post, model.names),
+            "log_p_hat": extended_diagnostics(stats), "orbit": model.orbit,
             "is_log_var_mean": _num(np.nanmean(stats["is_log_var"].values)),
             "accepted": float(stats["accepted"].values.mean()) / len(model.blocks)}
 
@@ -335,15 +356,19 @@ def markdown(res: dict[str, Any]) -> str:
             cells += [ours, f"({paper[0]:.1f}, {paper[1]:.1f})" if paper else "—"]
         lines.append(f"| {i + 1} | " + " | ".join(cells) + " |")
     lines += ["", "## Convergence of ξ (log scale): max R-hat, min bulk / tail ESS", "",
-              "| run | max R-hat | min bulk ESS | min tail ESS | accept | Var(log p̂) | "
-              "re-fits / it | run s |", "|---|---|---|---|---|---|---|---|"]
+              "| run | max R-hat | min bulk ESS | min tail ESS | log p̂: R-hat, bulk ESS | "
+              "accept | Var(log p̂) | re-fits / it | run s |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for r in res["cases"]:
         d = list(r["diagnostics"].values())
         how = (f"refit {r['refit']}" if not r.get("correlation") else
-               f"correlated ρ = {r['correlation']}, blocks {' / '.join(r['blocks'])}")
+               f"correlated ρ = {r['correlation']}, blocks {' / '.join(r['blocks'])}, orbit K "
+               f"= {r.get('orbit', 0)}")
+        lp = r.get("log_p_hat") or {"rhat": None, "ess_bulk": None}
         lines.append(f"| case {r['case']}, {how} | {_ext(d, 'rhat', max)} | "
                      f"{_ext(d, 'ess_bulk', min)} | {_ext(d, 'ess_tail', min)} | "
-                     f"{r['accepted']:.2f} | {_g(r['is_log_var_mean'])} | "
+                     f"{_g(lp['rhat'])}, {_g(lp['ess_bulk'])} | {r['accepted']:.2f} | "
+                     f"{_g(r['is_log_var_mean'])} | "
                      f"{r['vb_refits_per_iteration']:.2f} | {r['seconds_run']:.0f} |")
     conv = [r for r in res["cases"] if r.get("correlation")]
     if conv:
@@ -380,7 +405,10 @@ def markdown(res: dict[str, Any]) -> str:
         lines += ["", f"## Ionosphere (N = {io['n']}, inputs {io['inputs']}, outputs "
                   f"{io['outputs']})", "",
                   f"max R-hat {_ext(d, 'rhat', max)}, min bulk ESS {_ext(d, 'ess_bulk', min)}"
-                  f", min tail ESS {_ext(d, 'ess_tail', min)}, Var(log p̂) "
+                  f", min tail ESS {_ext(d, 'ess_tail', min)}; log p̂: R-hat "
+                  f"{_g((io.get('log_p_hat') or {}).get('rhat'))}, bulk ESS "
+                  f"{_g((io.get('log_p_hat') or {}).get('ess_bulk'))}; orbit K = "
+                  f"{io.get('orbit', 0)}; Var(log p̂) "
                   f"{_g(io['is_log_var_mean'])}, acceptance {io['accepted']:.2f}, "
                   f"{io['seconds']:.0f} s"]
     return "\n".join(lines) + "\n"
@@ -446,9 +474,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                  [c for c in cfg["converge_cases"] if c in args.cases]):
         ref = _cached(runs / f"case{case}-reference.json", reference_row, case, cfg)
         rows = []
-        for tag, correlated, joint in CONVERGE:
+        for tag, correlated, joint, orbit in CONVERGE:
             row = _cached(runs / f"case{case}-{tag}.json", case_row, case, cfg, runs,
-                          "proposal", tag, correlated, joint)
+                          "proposal", tag, correlated, joint, orbit)
             res["cases"].append(row)
             rows.append({"tag": tag, "agreement": agreement(row, ref)})
             print(f"[gplvm] case {case} {tag} done", flush=True)

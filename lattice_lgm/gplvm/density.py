@@ -222,6 +222,11 @@ class GaussianQ:
         self._logdet = 2.0 * np.log(np.diagonal(self._chol, axis1=1, axis2=2)).sum()
 
     @property
+    def chol_S(self) -> np.ndarray:
+        """Lower Cholesky factors ``L_j`` of the ``S_j``, shape (k_z, N, N)."""
+        return self._chol
+
+    @property
     def shape(self) -> tuple[int, int]:
         """``(N, k_z)``."""
         return self.mu.shape  # type: ignore[return-value]

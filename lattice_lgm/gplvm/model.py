@@ -45,6 +45,7 @@ from ..store.base import hash_arrays
 from ..threads import one_thread
 from .density import log_p_y_given_z
 from .kernels import GPLVMHyper, validate_data
+from .orbit import orbit_transforms
 from .pmmh import HAARIO_SCALE, AdaptivePMMH, check_correlation
 from .predict import Predictive, predictive_density
 from .sweep import (
@@ -86,9 +87,14 @@ VB_MAX_ITER, PROPOSAL_VB_ITER = 200, 40
 #: log p̃(ξ', u') − log p̃(ξ, u) was 1.3–2.1 at ρ = 0, 0.30–0.37 at 0.99, 0.10–0.16 at 0.999,
 #: and block acceptance rose from 0.02–0.05 to 0.32 at 0.99 (decision 123)
 CORRELATION = 0.99
+#: components ``K`` of the importance distribution's orbit mixture (:mod:`.orbit`, decision
+#: 128); 0 is the paper's ``q`` alone.  On §6.1's case 1 the mean of ``log p̃`` (Q = 64) rose
+#: by 5.5, 5.9, 5.9, 5.9 nats at K = 256, 1024, 4096, 16384 and its sd fell from 1.37 to 1.14
+ORBIT = 4096
 #: model.options of a configuration file (``from_config``)
 OPTION_KEYS = ("inputs", "outputs", "latent_dim", "n_inducing", "n_importance", "refit",
-               "standardise", "prior_sd", "g0", "jitter", "correlation", "blocks", "start")
+               "standardise", "prior_sd", "g0", "jitter", "correlation", "blocks", "start",
+               "orbit")
 #: where the chains start and the proposals' fits begin: type-II MAP (default) or ML (paper)
 STARTS = ("map", "ml")
 
@@ -158,6 +164,12 @@ class SupervisedGPLVM:
     start : {"map", "ml"}
         The fit the chains start from (plus noise) and each proposal's fit begins at:
         type-II MAP (:meth:`map_fit`, default) or the paper's type-II ML (:meth:`ml_fit`).
+    orbit : int
+        ``K``: the estimate draws half its ``Q`` draws from ``q`` and half from ``q``'s images
+        under ``K`` fixed rotations and reflections of the latent space (:mod:`.orbit`) — the
+        posterior of ``Z`` is nearly invariant under them and ``q`` covers one point of the
+        orbit.  Even, or 0 for the paper's ``q`` alone.  The normals ``u`` are then
+        (Q, k_z, N + 1).
     """
 
     summary_names = ("z",)
@@ -169,7 +181,8 @@ class SupervisedGPLVM:
                  standardise: bool = False, prior_sd: float = PRIOR_SD, g0: int = G0,
                  jitter: float = DEFAULT_JITTER,
                  blocks: str | Sequence[Sequence[str]] = "joint",
-                 correlation: float = CORRELATION, start: str = "map") -> None:
+                 correlation: float = CORRELATION, start: str = "map",
+                 orbit: int = ORBIT) -> None:
         xa = np.asarray(x)
         ya = np.asarray(y)
         for name, a in (("x", xa), ("y", ya)):
@@ -194,6 +207,12 @@ class SupervisedGPLVM:
         self.jitter = positive_float("jitter", jitter, "K_z's white noise, e.g. 1e-6")
         self.refit, self.standardise = refit, bool(standardise)
         self.correlation = check_correlation(correlation)
+        if (isinstance(orbit, bool) or not isinstance(orbit, int | np.integer) or orbit < 0
+                or orbit % 2):
+            raise InvalidParameterError(
+                f"orbit={orbit!r} must be an even integer >= 0 (the orbit mixture's "
+                f"components, e.g. {ORBIT}; 0 for the paper's q alone).")
+        self.orbit = int(orbit)
         hyper0 = GPLVMHyper(np.ones(xa.shape[1] if xa.ndim == 2 else 1), 1.0, np.ones(kz), 1.0)
         # shapes, finiteness and k_z against the data, before any heavy work
         validate_data(ya, xa, hyper0)
@@ -222,6 +241,7 @@ class SupervisedGPLVM:
         self.lgm = _Shim(_Prior(self.priors_text()["Z"]), self.names)
         self._fits: dict[str, VBPosterior] = {}
         self._laplace: tuple[np.ndarray, np.ndarray] | None = None
+        self._orbit_t: np.ndarray | None = None
         self.last_start_report: str | None = None
 
     def _blocks(self, blocks: str | Sequence[Sequence[str]]) -> list[np.ndarray]:
@@ -264,7 +284,8 @@ class SupervisedGPLVM:
         ``initial_cov`` (a start's; later cycles read ``Σ_r`` from the chain's state):
         default ``INITIAL_COV``.
         """
-        aux = (self.n_importance, self.k_z, self.n) if self.correlation > 0 else None
+        aux = ((self.n_importance, self.k_z, self.n + (self.orbit > 0))
+               if self.correlation > 0 else None)
         return AdaptivePMMH(estimate or (lambda e, r: 0.0), self.log_prior, self.blocks,
                             prior_on="eta", g0=self.g0, n0=0, epsilon=self.epsilon,
                             initial_cov=self.initial_cov if initial_cov is None else initial_cov,
@@ -311,6 +332,12 @@ class SupervisedGPLVM:
         """
         return fit_vb(self.y, self.x, self.hyper_of(eta), init=self.start_fit(),
                       jitter=self.jitter, max_iter=PROPOSAL_VB_ITER)
+
+    def orbit_transforms(self) -> np.ndarray:
+        """The orbit mixture's orthogonal matrices (K, k_z, k_z) (:mod:`.orbit`; computed once)."""
+        if self._orbit_t is None:
+            self._orbit_t = orbit_transforms(self.k_z, self.orbit)
+        return self._orbit_t
 
     def q_of(self, params: VBParams, eta: np.ndarray) -> VBPosterior:
         """The variational ``q`` of ``params`` fitted at ``η``."""
@@ -472,7 +499,7 @@ class SupervisedGPLVM:
         std = ", standardised" if self.standardise else ""
         return (f"supervised GPLVM: N = {self.n}, k_x = {self.k_x}, k_y = {self.k_y}, "
                 f"k_z = {self.k_z}{std}; pseudo-marginal ξ (Q = {self.n_importance}, "
-                f"refit {self.refit}), elliptical slice Z")
+                f"refit {self.refit}, orbit K = {self.orbit}), elliptical slice Z")
 
     # -- predictions (§5) -----------------------------------------------------------------------
     def predictive(self, hypers: Sequence[GPLVMHyper], zs: np.ndarray, x_new: Any,
@@ -518,7 +545,8 @@ class SupervisedGPLVM:
         columns, required), ``outputs`` (the Y columns; default every other column),
         ``latent_dim`` (2), ``n_inducing``, ``n_importance`` (64), ``refit`` ("proposal"),
         ``standardise`` (false), ``prior_sd`` (3.0), ``g0`` (200), ``jitter`` (1e-6),
-        ``correlation`` (:data:`CORRELATION`), ``blocks`` ("joint"), ``start`` ("map").
+        ``correlation`` (:data:`CORRELATION`), ``blocks`` ("joint"), ``start`` ("map"),
+        ``orbit`` (:data:`ORBIT`).
         """
         import pandas as pd
 

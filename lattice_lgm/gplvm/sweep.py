@@ -53,6 +53,7 @@ from ..samplers.state import LatentState
 from .estimator import ISEstimate, log_marginal_estimate
 from .kernels import GPLVMHyper
 from .latent import sample_latent
+from .orbit import OrbitMixture
 from .pmmh import AdaptivePMMH
 from .vb import VBParams, VBPosterior, fit_vb, posterior_of
 
@@ -145,7 +146,8 @@ class PseudoMarginalSweep:
                 "n_latent": self.n_latent, "refit": m.refit, "n_importance": m.n_importance,
                 "blocks": [b.tolist() for b in m.pmmh().blocks], "g0": m.g0,
                 "epsilon": m.epsilon, "initial_cov": m.initial_cov, "prior_sd": m.prior_sd,
-                "jitter": m.jitter, "correlation": m.correlation, "start": m.start}
+                "jitter": m.jitter, "correlation": m.correlation, "start": m.start,
+                "orbit": m.orbit}
 
     def step(self, state: LatentState,
              rngs: Sequence[np.random.Generator]) -> tuple[LatentState, dict[str, Any]]:
@@ -265,6 +267,8 @@ def estimate_at(model: Any, eta: np.ndarray, q: VBPosterior,
     """
     rng, u = ((rng_or_u, None) if isinstance(rng_or_u, np.random.Generator)
               else (None, rng_or_u))
+    if model.orbit:  # the orbit mixture around q (decision 128)
+        q = OrbitMixture(q, model.orbit_transforms(), model.n_importance)
     return log_marginal_estimate(model.y, model.x, model.hyper_of(eta), q,
                                  model.n_importance, rng, model.jitter, u)
 

@@ -68,6 +68,9 @@ def test_it_is_a_run_view_with_one_block_or_the_papers_two(model):
     (dict(blocks=[["sigma_1", "theta_s"], ["theta_1"]]), InvalidParameterError, "partition"),
     (dict(blocks="pairs"), InvalidParameterError, "blocks='pairs'"),
     (dict(start="mode"), InvalidParameterError, "start='mode'"),
+    (dict(orbit=3), InvalidParameterError, "orbit=3 must be an even integer"),
+    (dict(orbit=-2), InvalidParameterError, "orbit=-2"),
+    (dict(orbit=True), InvalidParameterError, "orbit=True"),
     (dict(y="abc"), InvalidDataError, "dtype"),
     (dict(y=np.full((10, 3), np.nan)), InvalidDataError, "finite"),
     (dict(x=np.zeros(9)), ShapeMismatchError, "9"),
@@ -182,17 +185,18 @@ def test_it_samples_into_a_store(model, tmp_path):
 
 @pytest.mark.parametrize("paper", [False, True], ids=["default", "paper-algorithm-2"])
 def test_an_interrupted_run_resumes_byte_for_byte(model, tmp_path, monkeypatch, paper):
-    """The default chain carries the estimator's normals u (Q, k_z, N) in its checkpoint; the
-    paper's (fresh estimates, two blocks, ML start) carries none — both resume to the same
-    store."""
+    """The default chain carries the estimator's normals u (Q, k_z, N + 1: the orbit mixture's
+    component choices in the last column) in its checkpoint; the paper's (fresh estimates, two
+    blocks, ML start) carries none — both resume to the same store."""
     if paper:
         x, y = _data()
         model = SupervisedGPLVM(x, y, latent_dim=2, n_importance=8, n_inducing=6,
-                                refit="always", correlation=0.0, blocks="paper", start="ml")
+                                refit="always", correlation=0.0, blocks="paper", start="ml",
+                                orbit=0)
     extras = model.init_state(chain_rngs(2, 1), [0]).extras
     assert ("pm/u" in extras) is not paper
     if not paper:
-        assert extras["pm/u"].shape == (1, 8, 2, 10)
+        assert extras["pm/u"].shape == (1, 8, 2, 11)
     ref = tmp_path / "ref.zarr"
     sample(model, store=ref, **RUN)
     p = tmp_path / "cut.zarr"
