@@ -147,6 +147,12 @@ def _summaries(tree: Any) -> Any:
     return tree["summaries"].to_dataset() if "summaries" in children else None
 
 
+def _sample_stats(tree: Any) -> Any:
+    """The run's ``sample_stats`` Dataset, or None if it has none."""
+    children = getattr(tree, "children", {})
+    return tree["sample_stats"].ds if "sample_stats" in children else None
+
+
 def _loglik(tree: Any) -> Any:
     """The run's per-draw log-likelihood ``(chain, draw)``, or None if it has none."""
     children = getattr(tree, "children", {})
@@ -201,7 +207,7 @@ def _report(model: Any, tree: Any, where: str, out_dir: Path, thresholds: Sequen
                   "every block has finished.", flush=True)
             return
     post = _posterior(tree, where)
-    print_summary(model, post, loglik=_loglik(tree))
+    print_summary(model, post, loglik=_loglik(tree), stats=_sample_stats(tree))
     if _has_maps(model):
         write_maps(model, post, out_dir, thresholds, summaries=_summaries(tree))
 
@@ -299,7 +305,8 @@ def _cmd_summary(args: argparse.Namespace) -> int:
         print_run_summary(tree, _posterior(tree, args.store))
     else:  # an LGCP run written before runs recorded their analysis: rebuild the model
         _, model, _ = _from_store(args.store)
-        print_summary(model, _posterior(tree, args.store), loglik=_loglik(tree))
+        print_summary(model, _posterior(tree, args.store), loglik=_loglik(tree),
+                      stats=_sample_stats(tree))
     return 0
 
 

@@ -33,7 +33,7 @@ def describe_run(model: Any) -> str:
 
 
 def print_summary(model: Any, posterior: Any, file: TextIO | None = None,
-                  loglik: Any = None) -> Any:
+                  loglik: Any = None, stats: Any = None) -> Any:
     """Print :func:`lattice_lgm.analysis.summary`, its notes and whether the run converged.
 
     Parameters
@@ -45,6 +45,10 @@ def print_summary(model: Any, posterior: Any, file: TextIO | None = None,
         Default ``sys.stdout``.
     loglik : array-like, shape (chain, draw), optional
         The draws' log-likelihood (a row of the table and of the convergence rule).
+    stats : xarray.Dataset, optional
+        The run's ``sample_stats``: its entries named in
+        :data:`lattice_lgm.analysis.diagnostics.STATS_ROWS` (a pseudo-marginal chain's carried
+        ``log p̂``, decision 128) are rows of the table and of the rule too.
 
     Returns
     -------
@@ -53,11 +57,12 @@ def print_summary(model: Any, posterior: Any, file: TextIO | None = None,
     """
     import numpy as np
 
-    from .analysis import summary
+    from .analysis.diagnostics import stats_rows_of, summary
 
     # the table and its notes come from the scalar draws: they never depend on whether the
     # fields were kept (issue 27: with thin_fields = 0 nothing at all was printed)
-    table = summary(model, posterior, loglik=None if loglik is None else np.asarray(loglik))
+    table = summary(model, posterior, loglik=None if loglik is None else np.asarray(loglik),
+                    stats_rows=None if stats is None else stats_rows_of(stats))
     return _print_table(table, posterior, file)
 
 

@@ -20,10 +20,15 @@ from ._core import _require, _resolution
 #: the convergence rule of :func:`summary` (Vehtari, Gelman, Simpson, Carpenter & Bürkner 2021:
 #: rank-normalised split R-hat ≤ 1.01, bulk and tail ESS > 100 per chain for 4 chains)
 RHAT_MAX, ESS_MIN = 1.01, 400
+#: per-draw statistics of ``sample_stats`` that join the table and the convergence rule: a
+#: pseudo-marginal chain's carried ``log p̂`` — its state is ``(ξ, u)``, and chains can agree on
+#: ``ξ`` while their estimator's normals have not mixed (decision 128)
+STATS_ROWS = ("log_p_hat",)
 
 
 def summary(model: Any, posterior: xr.Dataset, *, bound_fraction: float = 0.9,
-            loglik: np.ndarray | None = None) -> Any:
+            loglik: np.ndarray | None = None,
+            stats_rows: Mapping[str, np.ndarray] | None = None) -> Any:
     """Hyperparameters and coefficients: posterior, diagnostics and the cross-check beside.
 
     Rows: ``sd``, ``range``, ``intercept`` and each coefficient on the covariates' original
@@ -47,6 +52,9 @@ def summary(model: Any, posterior: xr.Dataset, *, bound_fraction: float = 0.9,
         A range draw above this fraction of its prior's upper bound counts as pressing on it.
     loglik : ndarray, shape (chain, draw), optional
         The log-likelihood of every draw (the run's ``sample_stats.loglik``).
+    stats_rows : mapping of str to ndarray of shape (chain, draw), optional
+        Further per-draw statistics, rows of the table and of the convergence rule (the
+        run's ``sample_stats`` entries named in :data:`STATS_ROWS`).
 
     Returns
     -------
@@ -55,7 +63,7 @@ def summary(model: Any, posterior: xr.Dataset, *, bound_fraction: float = 0.9,
     # an LGCP states its rows, cross-check, bounds and cell sizes as its runs record them;
     # any other family's table is its posterior's scalars and coefficients
     meta = analysis_record(model) if isinstance(model, LGCP) else {}
-    return _table(posterior, meta, loglik, bound_fraction)
+    return _table(posterior, meta, loglik, bound_fraction, stats_rows)
 
 
 def summary_of(tree: Any, *, bound_fraction: float = 0.9) -> Any:
@@ -97,11 +105,17 @@ def summary_of(tree: Any, *, bound_fraction: float = 0.9) -> Any:
             "rebuilt from the stored config (lattice-lgm summary does so).")
     stats = tree["sample_stats"].to_dataset() if "sample_stats" in tree.children else {}
     loglik = stats["loglik"].values if "loglik" in stats else None
-    return _table(tree["posterior"].to_dataset(), meta or {}, loglik, bound_fraction)
+    return _table(tree["posterior"].to_dataset(), meta or {}, loglik, bound_fraction,
+                  stats_rows_of(stats))
+
+
+def stats_rows_of(stats: Any) -> dict[str, np.ndarray]:
+    """The :data:`STATS_ROWS` a run's ``sample_stats`` (Dataset or mapping) holds."""
+    return {k: np.asarray(stats[k].values, dtype=float) for k in STATS_ROWS if k in stats}
 
 
 def _table(posterior: xr.Dataset, meta: Mapping[str, Any], loglik: Any,
-           bound_fraction: float) -> Any:
+           bound_fraction: float, stats_rows: Mapping[str, np.ndarray] | None = None) -> Any:
     """The table of :func:`summary` from the draws and a run's analysis record."""
     order = meta.get("rows")
     covariates = ([str(n) for n in posterior["beta"]["covariate"].values]
@@ -124,6 +138,8 @@ def _table(posterior: xr.Dataset, meta: Mapping[str, Any], loglik: Any,
         check["intercept"] = float(fits["log_mean_intensity"]) - sd_hat**2 / 2
     if loglik is not None:
         rows["log_likelihood"] = np.asarray(loglik, dtype=float)
+    for k, v in (stats_rows or {}).items():
+        rows[k] = np.asarray(v, dtype=float)
     df = diagnostics_table(rows, check)
     notes = df.attrs["notes"]
     for name, upper in meta.get("bounds", {}).items():

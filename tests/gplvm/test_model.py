@@ -257,13 +257,19 @@ def _write(tmp_path, options):
 def test_it_runs_from_a_config_through_the_command_line(tmp_path, capsys, monkeypatch):
     from lattice_lgm import cli
 
-    _write(tmp_path, '{ inputs = ["t"], n_importance = 8, n_inducing = 6 }')
+    _write(tmp_path, '{ inputs = ["t"], n_importance = 8, n_inducing = 6, orbit = 16 }')
     monkeypatch.chdir(tmp_path)
     assert cli.main(["run", "c.toml", "--no-progress"]) == 0
-    assert capsys.readouterr().out.startswith("supervised GPLVM: N = 10, k_x = 1, k_y = 3")
+    out = capsys.readouterr().out
+    assert out.startswith("supervised GPLVM: N = 10, k_x = 1, k_y = 3")
+    assert "orbit K = 16" in out
+    # the carried log p̂ is a row of the table and of the convergence rule (decision 128)
+    assert "\nlog_p_hat " in out
     tree = open_store(tmp_path / "c.zarr")
     assert tree["posterior"]["f"].shape == (2, 2, 10, 2)
     assert cli.main(["resume", str(tmp_path / "c.zarr"), "--no-progress"]) == 0
+    assert cli.main(["summary", str(tmp_path / "c.zarr")]) == 0
+    assert "\nlog_p_hat " in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("options, message", [
