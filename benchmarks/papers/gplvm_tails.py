@@ -52,7 +52,8 @@ def _parts(model: Any, hyper: Any, q: Any, u: np.ndarray) -> tuple[np.ndarray, .
             q.log_density(z))
 
 
-def walk(model: Any, eta: np.ndarray, orbit: int, steps: int, seed: int) -> dict[str, Any]:
+def walk(model: Any, eta: np.ndarray, orbit: int, steps: int, seed: int,
+         n_fresh: int = N_FRESH) -> dict[str, Any]:
     """One fixed-ξ walk on ``u`` and its summaries (module docstring)."""
     hyper, q0 = model.hyper_of(eta), model.q_at(eta)
     q = OrbitMixture(q0, model.orbit_transforms(), N_IMPORTANCE) if orbit else q0
@@ -64,7 +65,7 @@ def walk(model: Any, eta: np.ndarray, orbit: int, steps: int, seed: int) -> dict
         return float(logsumexp(lj - lq) - np.log(N_IMPORTANCE))
 
     t0 = time.perf_counter()
-    fresh = np.array([est(rng.standard_normal(shape)) for _ in range(N_FRESH)])
+    fresh = np.array([est(rng.standard_normal(shape)) for _ in range(n_fresh)])
     u = rng.standard_normal(shape)
     cur, trace, acc = est(u), [], 0
     s = np.sqrt(1.0 - CORRELATION**2)
@@ -112,7 +113,9 @@ def markdown(res: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=STEPS)
+    ap.add_argument("--steps", type=int, default=STEPS, help="steps per walk (a multiple of 10)")
+    ap.add_argument("--fresh", type=int, default=N_FRESH, help="fresh estimates per walk")
+    ap.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     refs = ([c["reference"] for c in json.loads(REFERENCE.read_text()).get("converge", [])
@@ -126,11 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     model = SupervisedGPLVM(d["x"], d["y"], latent_dim=2)
     eta = np.array([ref["summary"][k]["q50"] for k in model.names])
     res: dict[str, Any] = {"eta": np.round(eta, 3).tolist(), "q": N_IMPORTANCE,
-                           "rho": CORRELATION, "steps": args.steps, "machine": _machine(),
+                           "rho": CORRELATION, "steps": args.steps, "fresh": args.fresh,
+                           "machine": _machine(),
                            "walks": []}
     for _, orbit in CONFIGS:
-        for seed in SEEDS:
-            res["walks"].append(walk(model, eta, orbit, args.steps, seed))
+        for seed in args.seeds:
+            res["walks"].append(walk(model, eta, orbit, args.steps, seed, args.fresh))
             print(f"[gplvm_tails] orbit {orbit} seed {seed} done", flush=True)
     res["seconds_total"] = time.perf_counter() - t0
     md = markdown(res)
