@@ -163,7 +163,8 @@ class OrbitMixture:
             raise ShapeMismatchError(
                 f"eps has shape {eps.shape}; the orbit mixture's normals have shape "
                 f"{self.normals_shape} (n, k_z, N + 1): q's normals and one component choice "
-                "per draw.")
+                "per draw.  A correlated chain started without the mixture carries (n, k_z, N):"
+                " resume it with orbit=0.")
         n_pts = self.mu.shape[0]
         z = self.mu[None] + np.einsum("jnm,ajm->anj", self.chol_S, eps[:, :, :n_pts])
         m = self.n_draws - self.n_def
