@@ -155,10 +155,8 @@ def _sample_stats(tree: Any) -> Any:
 
 def _loglik(tree: Any) -> Any:
     """The run's per-draw log-likelihood ``(chain, draw)``, or None if it has none."""
-    children = getattr(tree, "children", {})
-    if "sample_stats" in children and "loglik" in tree["sample_stats"].ds:
-        return tree["sample_stats"]["loglik"].values
-    return None
+    stats = _sample_stats(tree)
+    return stats["loglik"].values if stats is not None and "loglik" in stats else None
 
 
 def _store_at(path: str) -> Any:

@@ -36,6 +36,7 @@ from ess2010 import _machine
 from gplvm import RESULTS, sinusoids
 
 from lattice_lgm.gplvm.density import log_p_y_given_z, log_p_z_given_x
+from lattice_lgm.gplvm.estimator import log_marginal_estimate
 from lattice_lgm.gplvm.model import CORRELATION, N_IMPORTANCE, ORBIT, SupervisedGPLVM
 from lattice_lgm.gplvm.orbit import OrbitMixture
 
@@ -61,8 +62,8 @@ def walk(model: Any, eta: np.ndarray, orbit: int, steps: int, seed: int,
     rng = np.random.default_rng([seed, orbit])
 
     def est(u: np.ndarray) -> float:
-        lj, lq = _parts(model, hyper, q, u)
-        return float(logsumexp(lj - lq) - np.log(N_IMPORTANCE))
+        return float(log_marginal_estimate(model.y, model.x, hyper, q, N_IMPORTANCE, None,
+                                           model.jitter, u).log_p_hat)
 
     t0 = time.perf_counter()
     fresh = np.array([est(rng.standard_normal(shape)) for _ in range(n_fresh)])
