@@ -108,9 +108,11 @@ QUICK = {"n": 10, "chains": 2, "iterations": 6, "burn": 3, "g0": 2, "n_importanc
          "iono": {"n": 12, "chains": 2, "tune": 2, "draws": 2, "g0": 2},
          "converge_cases": [1], "correlation": 0.99, "workers": None,
          "reference": {"chains": 2, "iterations": 60, "burn": 30, "thin": 3}}
-#: the rows of the convergence comparison: (tag, correlated, one joint block, orbit K) — the
-#: default chain, and the same without the orbit mixture (decision 128)
-CONVERGE = (("cpm-joint", True, True, 0), ("default", True, True, ORBIT))
+#: the rows of the convergence comparison: (tag, correlated, one joint block, orbit K,
+#: importance) — the correlated chain with the variational q alone, with its orbit mixture
+#: (decision 128), and the default, the Fisher–Laplace q_L in the orbit mixture (decision 129)
+CONVERGE = (("cpm-joint", True, True, 0, "vb"), ("orbit", True, True, ORBIT, "vb"),
+            ("default", True, True, ORBIT, "laplace"))
 
 
 # -- data ------------------------------------------------------------------------------------
@@ -209,7 +211,7 @@ def _draws(model: SupervisedGPLVM, post: Any, n: int) -> tuple[list[GPLVMHyper],
 
 def case_row(case: int, cfg: dict, out: Path, refit: str, tag: str | None = None,
              correlated: bool = False, joint: bool = False,
-             orbit: int = ORBIT) -> dict[str, Any]:
+             orbit: int = ORBIT, importance: str = "laplace") -> dict[str, Any]:
     """One case: the run, its diagnostics, the predictive errors against ML's.
 
     The paper's rows draw a fresh estimate per proposal (``correlation=0``, Algorithm 2 as
@@ -217,7 +219,8 @@ def case_row(case: int, cfg: dict, out: Path, refit: str, tag: str | None = None
     fit per proposal costs ~0.7 s per iteration and chain.  ``correlated``: the library's
     default correlated pseudo-marginal chain (``correlation=cfg["correlation"]``) at the full
     protocol, chains over ``cfg["workers"]`` processes; ``joint``: one Gibbs block of all ξ;
-    ``orbit``: the correlated chain's orbit mixture (the paper's rows use ``q`` alone).
+    ``orbit``, ``importance``: the correlated chain's importance distribution (the paper's
+    rows use its variational ``q`` alone).
     """
     if refit == "proposal" and not correlated:
         cfg = {**cfg, **cfg["check"]}
@@ -227,7 +230,8 @@ def case_row(case: int, cfg: dict, out: Path, refit: str, tag: str | None = None
                             correlation=cfg["correlation"] if correlated else 0.0,
                             blocks="joint" if joint else "paper",
                             start="map" if correlated else "ml",
-                            orbit=orbit if correlated else 0)  # the paper's: q alone
+                            orbit=orbit if correlated else 0,  # the paper's: q alone
+                            importance=importance if correlated else "vb")
     t0 = time.perf_counter()
     ml = model.ml_fit()
     t_ml = time.perf_counter() - t0
@@ -263,6 +267,7 @@ def case_row(case: int, cfg: dict, out: Path, refit: str, tag: str | None = None
             "ml_bound": ml.bound, "seconds_ml": t_ml, "seconds_run": t_run,
             "diagnostics": diagnostics(post, model.names),
             "log_p_hat": extended_diagnostics(stats), "orbit": model.orbit,
+            "importance": model.importance,
             "is_log_var_mean": _num(np.nanmean(stats["is_log_var"].values)),
             "vb_refits_per_iteration": float(stats["n_refit"].values.mean()), **acc,
             "error_marginal": percentage_error(p_marg, p_true),
@@ -290,6 +295,7 @@ def ionosphere_row(cfg: dict, out: Path, workers: int | None = None) -> dict[str
                 model.names, model.ml_fit().hyper.to_vector().tolist(), strict=True)),
             "diagnostics": diagnostics(post, model.names),
             "log_p_hat": extended_diagnostics(stats), "orbit": model.orbit,
+            "importance": model.importance,
             "is_log_var_mean": _num(np.nanmean(stats["is_log_var"].values)),
             "accepted": float(stats["accepted"].values.mean()) / len(model.blocks)}
 
@@ -362,8 +368,8 @@ def markdown(res: dict[str, Any]) -> str:
     for r in res["cases"]:
         d = list(r["diagnostics"].values())
         how = (f"refit {r['refit']}" if not r.get("correlation") else
-               f"correlated ρ = {r['correlation']}, blocks {' / '.join(r['blocks'])}, orbit K "
-               f"= {r.get('orbit', 0)}")
+               f"correlated ρ = {r['correlation']}, blocks {' / '.join(r['blocks'])}, "
+               f"{r.get('importance', 'vb')} q, orbit K = {r.get('orbit', 0)}")
         lp = r.get("log_p_hat") or {"rhat": None, "ess_bulk": None}
         lines.append(f"| case {r['case']}, {how} | {_ext(d, 'rhat', max)} | "
                      f"{_ext(d, 'ess_bulk', min)} | {_ext(d, 'ess_tail', min)} | "
@@ -407,7 +413,8 @@ def markdown(res: dict[str, Any]) -> str:
                   f"max R-hat {_ext(d, 'rhat', max)}, min bulk ESS {_ext(d, 'ess_bulk', min)}"
                   f", min tail ESS {_ext(d, 'ess_tail', min)}; log p̂: R-hat "
                   f"{_g((io.get('log_p_hat') or {}).get('rhat'))}, bulk ESS "
-                  f"{_g((io.get('log_p_hat') or {}).get('ess_bulk'))}; orbit K = "
+                  f"{_g((io.get('log_p_hat') or {}).get('ess_bulk'))}; "
+                  f"{io.get('importance', 'vb')} q, orbit K = "
                   f"{io.get('orbit', 0)}; Var(log p̂) "
                   f"{_g(io['is_log_var_mean'])}, acceptance {io['accepted']:.2f}, "
                   f"{io['seconds']:.0f} s"]
@@ -474,9 +481,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                  [c for c in cfg["converge_cases"] if c in args.cases]):
         ref = _cached(runs / f"case{case}-reference.json", reference_row, case, cfg)
         rows = []
-        for tag, correlated, joint, orbit in CONVERGE:
+        for tag, correlated, joint, orbit, importance in CONVERGE:
             row = _cached(runs / f"case{case}-{tag}.json", case_row, case, cfg, runs,
-                          "proposal", tag, correlated, joint, orbit)
+                          "proposal", tag, correlated, joint, orbit, importance)
             res["cases"].append(row)
             rows.append({"tag": tag, "agreement": agreement(row, ref)})
             print(f"[gplvm] case {case} {tag} done", flush=True)

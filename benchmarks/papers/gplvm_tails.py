@@ -8,7 +8,8 @@ above the typical ``log p̂`` (``+Var(log p̂)`` for a log-normal one); where it
 estimate has values far above its typical ones that fresh draws never show, and a chain on
 ``(ξ, u)`` cannot mix in ``u`` in practical time — while ``ξ``'s R-hat may look fine.
 
-Per configuration (``q`` alone, the orbit mixture): the mean and sd of 200 fresh estimates,
+Per configuration (the variational ``q`` alone; its orbit mixture; the Fisher–Laplace ``q_L``
+in the orbit mixture, the default): the mean and sd of 200 fresh estimates,
 the walk's ``log p̂`` in ten blocks, and the draw that dominates the final estimate — its
 squared whitened normal ``|ε|²`` (typical: ``N k_z``) and how far below a typical draw its
 ``log q`` lies while ``log p(Y, Z)`` does not.  Usage::
@@ -38,10 +39,12 @@ from gplvm import RESULTS, sinusoids
 from lattice_lgm.gplvm.density import log_p_y_given_z, log_p_z_given_x
 from lattice_lgm.gplvm.estimator import log_marginal_estimate
 from lattice_lgm.gplvm.model import CORRELATION, N_IMPORTANCE, ORBIT, SupervisedGPLVM
-from lattice_lgm.gplvm.orbit import OrbitMixture
+from lattice_lgm.gplvm.sweep import importance_q
 
-#: the configurations: (label, orbit K); the walks' lengths and seeds
-CONFIGS, STEPS, SEEDS, N_FRESH = (("q alone", 0), ("orbit mixture", ORBIT)), 3000, (2, 3), 200
+#: the configurations: (label, importance, orbit K); the walks' lengths and seeds
+CONFIGS = (("q alone", "vb", 0), ("orbit mixture", "vb", ORBIT),
+           ("Fisher–Laplace + orbit", "laplace", ORBIT))
+STEPS, SEEDS, N_FRESH = 3000, (2, 3), 200
 #: the ξ: the reference chain's posterior medians of log ξ on case 1 (results/gplvm.json)
 REFERENCE = RESULTS / "gplvm.json"
 
@@ -53,11 +56,11 @@ def _parts(model: Any, hyper: Any, q: Any, u: np.ndarray) -> tuple[np.ndarray, .
             q.log_density(z))
 
 
-def walk(model: Any, eta: np.ndarray, orbit: int, steps: int, seed: int,
+def walk(model: Any, eta: np.ndarray, steps: int, seed: int,
          n_fresh: int = N_FRESH) -> dict[str, Any]:
-    """One fixed-ξ walk on ``u`` and its summaries (module docstring)."""
-    hyper, q0 = model.hyper_of(eta), model.q_at(eta)
-    q = OrbitMixture(q0, model.orbit_transforms(), N_IMPORTANCE) if orbit else q0
+    """One fixed-ξ walk on ``u`` with ``model``'s estimator, and its summaries."""
+    hyper, orbit = model.hyper_of(eta), model.orbit
+    q = importance_q(model, eta, model.q_at(eta))
     shape = q.normals_shape if orbit else (N_IMPORTANCE, model.k_z, model.n)
     rng = np.random.default_rng([seed, orbit])
 
@@ -82,7 +85,8 @@ def walk(model: Any, eta: np.ndarray, orbit: int, steps: int, seed: int,
     u0 = rng.standard_normal(shape)
     lj0, lq0 = _parts(model, hyper, q, u0)
     eps = u[:, :, :model.n]
-    return {"orbit": orbit, "seed": seed, "fresh_mean": float(fresh.mean()),
+    return {"importance": model.importance, "orbit": orbit, "seed": seed,
+            "fresh_mean": float(fresh.mean()),
             "fresh_sd": float(fresh.std(ddof=1)), "fresh_max": float(fresh.max()),
             "blocks": np.asarray(trace).reshape(10, -1).mean(1).tolist(),
             "acceptance": acc / steps, "final": cur,
@@ -104,7 +108,7 @@ def markdown(res: dict[str, Any]) -> str:
     for r in res["walks"]:
         b = r["blocks"]
         lines.append(
-            f"| {dict((k, lab) for lab, k in CONFIGS)[r['orbit']]} | {r['seed']} | "
+            f"| {r['label']} | {r['seed']} | "
             f"{r['fresh_mean']:.1f} ± {r['fresh_sd']:.2f} ({r['fresh_max']:.1f}) | "
             f"{b[0]:.1f} / {b[4]:.1f} / {b[9]:.1f} | {r['top_share']:.2f}, "
             f"{r['top_eps2']:.0f} (typical {r['typical_eps2']:.0f}) | "
@@ -127,16 +131,18 @@ def main(argv: list[str] | None = None) -> int:
     ref = refs[0]
     t0 = time.perf_counter()
     d = sinusoids(1)
-    model = SupervisedGPLVM(d["x"], d["y"], latent_dim=2)
-    eta = np.array([ref["summary"][k]["q50"] for k in model.names])
+    models = {lab: SupervisedGPLVM(d["x"], d["y"], latent_dim=2, importance=imp, orbit=orbit)
+              for lab, imp, orbit in CONFIGS}
+    eta = np.array([ref["summary"][k]["q50"] for k in models[CONFIGS[0][0]].names])
     res: dict[str, Any] = {"eta": np.round(eta, 3).tolist(), "q": N_IMPORTANCE,
                            "rho": CORRELATION, "steps": args.steps, "fresh": args.fresh,
                            "machine": _machine(),
                            "walks": []}
-    for _, orbit in CONFIGS:
+    for lab, model in models.items():
         for seed in args.seeds:
-            res["walks"].append(walk(model, eta, orbit, args.steps, seed, args.fresh))
-            print(f"[gplvm_tails] orbit {orbit} seed {seed} done", flush=True)
+            res["walks"].append({"label": lab, **walk(model, eta, args.steps, seed,
+                                                      args.fresh)})
+            print(f"[gplvm_tails] {lab} seed {seed} done", flush=True)
     res["seconds_total"] = time.perf_counter() - t0
     md = markdown(res)
     (args.out / "gplvm_tails.json").write_text(json.dumps(res, indent=1, allow_nan=False))

@@ -91,10 +91,14 @@ CORRELATION = 0.99
 #: 128); 0 is the paper's ``q`` alone.  On §6.1's case 1 the mean of ``log p̃`` (Q = 64) rose
 #: by 5.5, 5.9, 5.9, 5.9 nats at K = 256, 1024, 4096, 16384 and its sd fell from 1.37 to 1.14
 ORBIT = 4096
+#: the importance distribution's base (:mod:`.sweep`): ``"laplace"`` — a Gaussian on all of
+#: ``Z`` with the posterior's Fisher curvature at the conditional mode (:mod:`.laplace`,
+#: decision 129); ``"vb"`` — the paper's variational ``q`` (§3)
+IMPORTANCE = ("laplace", "vb")
 #: model.options of a configuration file (``from_config``)
 OPTION_KEYS = ("inputs", "outputs", "latent_dim", "n_inducing", "n_importance", "refit",
                "standardise", "prior_sd", "g0", "jitter", "correlation", "blocks", "start",
-               "orbit")
+               "orbit", "importance")
 #: where the chains start and the proposals' fits begin: type-II MAP (default) or ML (paper)
 STARTS = ("map", "ml")
 
@@ -170,6 +174,10 @@ class SupervisedGPLVM:
         posterior of ``Z`` is nearly invariant under them and ``q`` covers one point of the
         orbit.  Even, or 0 for the paper's ``q`` alone.  The normals ``u`` are then
         (Q, k_z, N + 1).
+    importance : {"laplace", "vb"}
+        The Gaussian the estimate draws from (before the orbit mixture): ``"laplace"`` (default)
+        the Fisher–Laplace ``q_L`` at the conditional mode of ``Z``, started from the
+        variational mean (:mod:`.laplace`); ``"vb"`` the paper's variational ``q``.
     """
 
     summary_names = ("z",)
@@ -182,7 +190,7 @@ class SupervisedGPLVM:
                  jitter: float = DEFAULT_JITTER,
                  blocks: str | Sequence[Sequence[str]] = "joint",
                  correlation: float = CORRELATION, start: str = "map",
-                 orbit: int = ORBIT) -> None:
+                 orbit: int = ORBIT, importance: str = IMPORTANCE[0]) -> None:
         xa = np.asarray(x)
         ya = np.asarray(y)
         for name, a in (("x", xa), ("y", ya)):
@@ -213,6 +221,11 @@ class SupervisedGPLVM:
                 f"orbit={orbit!r} must be an even integer >= 0 (the orbit mixture's "
                 f"components, e.g. {ORBIT}; 0 for the paper's q alone).")
         self.orbit = int(orbit)
+        if importance not in IMPORTANCE:
+            raise InvalidParameterError(
+                f"importance={importance!r} must be one of {list(IMPORTANCE)}: the Fisher–"
+                "Laplace Gaussian (default) or the paper's variational q.")
+        self.importance = importance
         hyper0 = GPLVMHyper(np.ones(xa.shape[1] if xa.ndim == 2 else 1), 1.0, np.ones(kz), 1.0)
         # shapes, finiteness and k_z against the data, before any heavy work
         validate_data(ya, xa, hyper0)
@@ -499,7 +512,8 @@ class SupervisedGPLVM:
         std = ", standardised" if self.standardise else ""
         return (f"supervised GPLVM: N = {self.n}, k_x = {self.k_x}, k_y = {self.k_y}, "
                 f"k_z = {self.k_z}{std}; pseudo-marginal ξ (Q = {self.n_importance}, "
-                f"refit {self.refit}, orbit K = {self.orbit}), elliptical slice Z")
+                f"{self.importance} q, refit {self.refit}, orbit K = {self.orbit}), elliptical "
+                "slice Z")
 
     # -- predictions (§5) -----------------------------------------------------------------------
     def predictive(self, hypers: Sequence[GPLVMHyper], zs: np.ndarray, x_new: Any,
@@ -546,7 +560,7 @@ class SupervisedGPLVM:
         ``latent_dim`` (2), ``n_inducing``, ``n_importance`` (64), ``refit`` ("proposal"),
         ``standardise`` (false), ``prior_sd`` (3.0), ``g0`` (200), ``jitter`` (1e-6),
         ``correlation`` (:data:`CORRELATION`), ``blocks`` ("joint"), ``start`` ("map"),
-        ``orbit`` (:data:`ORBIT`).
+        ``orbit`` (:data:`ORBIT`), ``importance`` ("laplace").
         """
         import pandas as pd
 

@@ -36,9 +36,12 @@ when the posterior is *not* symmetric.
 1)``, columns ``:N`` those of ``q``'s draws and ``[.., 0, N]`` the ``v_i`` (the other entries of
 the last column are unused).
 
-**Cost.**  ``log q(Z M_k)`` for all ``k`` from ``k_z²`` triangular solves per draw and
-``O(K k_z³)`` work: ``‖L_j⁻¹((Z M)_{:,j} − μ_j)‖² = Σ_{i,i'} M_{ij} M_{i'j} ⟨a_{ji}, a_{ji'}⟩ −
-2 Σ_i M_{ij} ⟨a_{ji}, b_j⟩ + ‖b_j‖²`` with ``a_{ji} = L_j⁻¹ z_{:,i}``, ``b_j = L_j⁻¹ μ_j``.
+**Cost.**  ``log q(Z M_k)`` for all ``k`` at once, for any Gaussian ``q`` with
+``log q(Z) = c − ½‖W(vec Z − vec μ)‖²`` (:func:`whitener`): ``W vec(Z M) = Σ_{i,l} M_{il}
+W_l z_{:,i}`` (``W_l`` the columns of ``W`` that act on latent column ``l``), so with
+``B_{il} = W_l z_{:,i}`` and ``b = W vec μ``, ``‖W vec(Z M) − b‖² = Σ M_{il} M_{i'l'} ⟨B_{il},
+B_{i'l'}⟩ − 2 Σ M_{il} ⟨B_{il}, b⟩ + ‖b‖²``: ``k_z²`` products with ``W`` per draw, then
+``O(K k_z⁴)`` work.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ from scipy.special import logsumexp, ndtr
 from .._validation import positive_int
 from ..errors import InvalidParameterError, ShapeMismatchError
 
-__all__ = ["DEFENSIVE", "OrbitMixture", "orbit_transforms"]
+__all__ = ["DEFENSIVE", "OrbitMixture", "orbit_transforms", "whitener"]
 
 #: the share of an estimate's draws taken from ``q`` itself (the defensive component)
 DEFENSIVE = 0.5
@@ -106,12 +109,14 @@ def orbit_transforms(k_z: int, n_components: int) -> np.ndarray:
 
 
 class OrbitMixture:
-    """``q_mix`` of the module docstring around a Gaussian ``q`` with ``mu`` and ``chol_S``.
+    """``q_mix`` of the module docstring around a Gaussian ``q``.
 
     Parameters
     ----------
     q : VBPosterior or GaussianQ
-        Must have ``mu`` (N, k_z) and ``chol_S`` (k_z, N, N), lower Cholesky factors.
+        Has ``mu`` (N, k_z), ``from_normals(eps (n, k_z, N))`` and either ``whitener()`` (a
+        :class:`~.laplace.FullGaussianQ`) or ``chol_S`` (k_z, N, N), lower Cholesky factors of
+        column covariances (:func:`whitener`).
     transforms : ndarray, shape (K, k_z, k_z)
         Orthogonal matrices (:func:`orbit_transforms`).
     n_draws : int
@@ -122,7 +127,7 @@ class OrbitMixture:
 
     def __init__(self, q: Any, transforms: np.ndarray, n_draws: int,
                  defensive: float = DEFENSIVE) -> None:
-        mu, chol = np.asarray(q.mu, dtype=np.float64), np.asarray(q.chol_S, dtype=np.float64)
+        mu = np.asarray(q.mu, dtype=np.float64)
         k_lat = mu.shape[1]
         transforms = np.asarray(transforms, dtype=np.float64)
         if transforms.ndim != 3 or transforms.shape[1:] != (k_lat, k_lat):
@@ -137,11 +142,9 @@ class OrbitMixture:
         self.n_def = round(defensive * self.n_draws)
         if self.n_def == self.n_draws:  # e.g. Q = 1: keep one orbit draw
             self.n_def = self.n_draws - 1
-        self.mu, self.chol_S, self.transforms = mu, chol, transforms
-        self._b = np.stack([solve_triangular(chol[j], mu[:, j], lower=True, check_finite=False)
-                            for j in range(k_lat)])  # (k_z, N)
-        self._const = -0.5 * (mu.size * _LOG_2PI) - float(
-            np.log(np.diagonal(chol, axis1=1, axis2=2)).sum())
+        self.q, self.mu, self.transforms = q, mu, transforms
+        self._w, self._const = whitener(q)
+        self._b = self._w @ mu.T.reshape(-1)  # W vec μ, (D,)
 
     @property
     def normals_shape(self) -> tuple[int, int, int]:
@@ -168,7 +171,7 @@ class OrbitMixture:
                 "per draw.  A correlated chain started without the mixture carries (n, k_z, N):"
                 " resume it with orbit=0.")
         n_pts = self.mu.shape[0]
-        z = self.mu[None] + np.einsum("jnm,ajm->anj", self.chol_S, eps[:, :, :n_pts])
+        z = np.array(self.q.from_normals(eps[:, :, :n_pts]), dtype=np.float64)
         m = self.n_draws - self.n_def
         k = self._strata(eps[self.n_def:, 0, n_pts], m)
         z[self.n_def:] = np.einsum("anj,aij->ani", z[self.n_def:], self.transforms[k])
@@ -189,26 +192,47 @@ class OrbitMixture:
         if z.ndim != 3 or z.shape[1:] != (n_pts, k_lat):
             raise ShapeMismatchError(f"z has shape {z.shape}; log_density needs (n, {n_pts}, "
                                      f"{k_lat}) (draws × N × k_z).")
-        # a[j, i] = L_j⁻¹ z_:,i for every pair (j, i): (k_z, k_z, N, n)
-        a = np.stack([np.stack([solve_triangular(self.chol_S[j], z[:, :, i].T, lower=True,
-                                                 check_finite=False) for i in range(k_lat)])
-                      for j in range(k_lat)])
-        gram = np.einsum("jinq,jlnq->qjil", a, a)            # ⟨a_ji, a_jl⟩
-        cross = np.einsum("jinq,jn->qji", a, self._b)        # ⟨a_ji, b_j⟩
-        bb = float((self._b * self._b).sum())
-        m_t = self.transforms
-        # ‖L_j⁻¹((Z M_k)_:,j − μ_j)‖² summed over j, for every draw q and component k
-        # as matrix products: Σ_j (M_:j ⊗ M_:j)ᵀ vec(gram_j) − 2 M_:jᵀ cross_j
-        outer = np.einsum("kij,klj->jkil", m_t, m_t).reshape(k_lat, m_t.shape[0], -1)
-        quad = np.full((z.shape[0], m_t.shape[0]), bb)
-        for j in range(k_lat):
-            quad += gram[:, j].reshape(z.shape[0], -1) @ outer[j].T
-            quad -= 2.0 * cross[:, j] @ m_t[:, :, j].T
+        # B[a, i, l] = W_l z_:,i (W_l: the columns of W acting on latent column l), so that
+        # W vec(Z M) = Σ_{i,l} M_il B[a, i, l] for every M: the module docstring's Gram form
+        w3 = self._w.reshape(-1, k_lat, n_pts)
+        b_il = np.einsum("dln,ani->aild", w3, z).reshape(z.shape[0], k_lat * k_lat, -1)
+        gram = np.einsum("apd,aqd->apq", b_il, b_il)
+        cross = b_il @ self._b                                # (n, k_z²)
+        m_vec = self.transforms.reshape(self.transforms.shape[0], -1)   # vec(M_k) as (i, l)
+        quad = (np.einsum("pk,apk->ak", m_vec.T, gram @ m_vec.T) - 2.0 * cross @ m_vec.T
+                + float(self._b @ self._b))
         lq_orbit = self._const - 0.5 * quad                   # (n, K)
-        diag = np.stack([a[j, j] for j in range(k_lat)]) - self._b[:, :, None]  # (k_z, N, n)
-        lq_self = self._const - 0.5 * (diag * diag).sum(axis=(0, 1))
+        resid = b_il[:, ::k_lat + 1].sum(axis=1) - self._b    # W vec Z − W vec μ
+        lq_self = self._const - 0.5 * (resid * resid).sum(axis=1)
         a_share = self.n_def / self.n_draws
-        mix = logsumexp(lq_orbit, axis=1) - np.log(m_t.shape[0])
+        mix = logsumexp(lq_orbit, axis=1) - np.log(self.transforms.shape[0])
         if self.n_def == 0:
             return mix
         return np.logaddexp(np.log(a_share) + lq_self, np.log1p(-a_share) + mix)
+
+
+def whitener(q: Any) -> tuple[np.ndarray, float]:
+    """``(W, c)`` of a Gaussian ``q``: ``log q(Z) = c − ½‖W (vec Z − vec μ)‖²``.
+
+    ``vec`` stacks the columns of ``Z`` (index ``j N + n``).  ``q.whitener()`` if ``q`` has one
+    (:class:`~.laplace.FullGaussianQ`); else from ``q.chol_S`` (k_z, N, N) of a ``q`` that
+    factorises over the columns (:class:`~.density.GaussianQ`, a ``VBPosterior``):
+    ``W = blockdiag(L_j⁻¹)``.
+
+    Returns
+    -------
+    W : ndarray, shape (N k_z, N k_z)
+    c : float
+    """
+    if callable(getattr(q, "whitener", None)):
+        return q.whitener()
+    chol = np.asarray(q.chol_S, dtype=np.float64)
+    k_lat, n_pts = chol.shape[0], chol.shape[1]
+    w = np.zeros((k_lat * n_pts, k_lat * n_pts))
+    eye = np.eye(n_pts)
+    for j in range(k_lat):
+        w[j * n_pts:(j + 1) * n_pts, j * n_pts:(j + 1) * n_pts] = solve_triangular(
+            chol[j], eye, lower=True, check_finite=False)
+    const = -0.5 * (k_lat * n_pts * _LOG_2PI) - float(
+        np.log(np.diagonal(chol, axis1=1, axis2=2)).sum())
+    return w, const

@@ -52,6 +52,7 @@ from ..errors import InvalidParameterError, NotPositiveDefiniteError
 from ..samplers.state import LatentState
 from .estimator import ISEstimate, log_marginal_estimate
 from .kernels import GPLVMHyper
+from .laplace import laplace_q
 from .latent import sample_latent
 from .orbit import OrbitMixture
 from .pmmh import AdaptivePMMH
@@ -147,7 +148,7 @@ class PseudoMarginalSweep:
                 "blocks": [b.tolist() for b in m.pmmh().blocks], "g0": m.g0,
                 "epsilon": m.epsilon, "initial_cov": m.initial_cov, "prior_sd": m.prior_sd,
                 "jitter": m.jitter, "correlation": m.correlation, "start": m.start,
-                "orbit": m.orbit}
+                "orbit": m.orbit, "importance": m.importance}
 
     def step(self, state: LatentState,
              rngs: Sequence[np.random.Generator]) -> tuple[LatentState, dict[str, Any]]:
@@ -267,10 +268,24 @@ def estimate_at(model: Any, eta: np.ndarray, q: VBPosterior,
     """
     rng, u = ((rng_or_u, None) if isinstance(rng_or_u, np.random.Generator)
               else (None, rng_or_u))
-    if model.orbit:  # the orbit mixture around q (decision 128)
+    return log_marginal_estimate(model.y, model.x, model.hyper_of(eta),
+                                 importance_q(model, eta, q), model.n_importance, rng,
+                                 model.jitter, u)
+
+
+def importance_q(model: Any, eta: np.ndarray, q: VBPosterior) -> Any:
+    """The importance distribution of eq. 6 at ``ξ = exp(η)`` built from the variational ``q``.
+
+    ``model.importance == "laplace"``: the Fisher–Laplace Gaussian from ``q``'s mean
+    (:func:`~.laplace.laplace_q`, decision 129); ``"vb"``: ``q`` itself.  Then, with
+    ``model.orbit``, the orbit mixture around it (:class:`~.orbit.OrbitMixture`, decision 128).
+    A deterministic function of ``η`` and ``q``.
+    """
+    if model.importance == "laplace":
+        q = laplace_q(model.y, model.x, model.hyper_of(eta), q.mu, model.jitter)
+    if model.orbit:
         q = OrbitMixture(q, model.orbit_transforms(), model.n_importance)
-    return log_marginal_estimate(model.y, model.x, model.hyper_of(eta), q,
-                                 model.n_importance, rng, model.jitter, u)
+    return q
 
 
 def hyper_names(k_x: int, k_z: int) -> list[str]:

@@ -71,6 +71,7 @@ def test_it_is_a_run_view_with_one_block_or_the_papers_two(model):
     (dict(orbit=3), InvalidParameterError, "orbit=3 must be an even integer"),
     (dict(orbit=-2), InvalidParameterError, "orbit=-2"),
     (dict(orbit=True), InvalidParameterError, "orbit=True"),
+    (dict(importance="hessian"), InvalidParameterError, "importance='hessian'"),
     (dict(y="abc"), InvalidDataError, "dtype"),
     (dict(y=np.full((10, 3), np.nan)), InvalidDataError, "finite"),
     (dict(x=np.zeros(9)), ShapeMismatchError, "9"),
@@ -257,12 +258,13 @@ def _write(tmp_path, options):
 def test_it_runs_from_a_config_through_the_command_line(tmp_path, capsys, monkeypatch):
     from lattice_lgm import cli
 
-    _write(tmp_path, '{ inputs = ["t"], n_importance = 8, n_inducing = 6, orbit = 16 }')
+    _write(tmp_path, '{ inputs = ["t"], n_importance = 8, n_inducing = 6, orbit = 16, '
+           'importance = "vb" }')
     monkeypatch.chdir(tmp_path)
     assert cli.main(["run", "c.toml", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("supervised GPLVM: N = 10, k_x = 1, k_y = 3")
-    assert "orbit K = 16" in out
+    assert "vb q, refit proposal, orbit K = 16" in out
     # the carried log p̂ is a row of the table and of the convergence rule (decision 128)
     assert "\nlog_p_hat " in out
     tree = open_store(tmp_path / "c.zarr")

@@ -1,7 +1,9 @@
 """The orbit mixture around ``q`` (:mod:`lattice_lgm.gplvm.orbit`, decision 128).
 
-* ``log_density`` equals the mixture written out from :class:`GaussianQ` densities of the
-  transformed draws (``k_z`` = 1, 2, 3; deterministic, 1e-8 absolute).
+* ``log_density`` equals the mixture written out from the base ``q``'s densities of the
+  transformed draws (``k_z`` = 1, 2, 3; deterministic, 1e-8 absolute), for a ``q`` that
+  factorises over columns (:class:`GaussianQ`) and for one that does not
+  (:class:`FullGaussianQ`, the Fisher–Laplace ``q_L``'s class).
 * The stratified design gives every component probability ``1/K`` (deterministic: the
   measure of ``Φ(v)`` mapping each stratum to each component, on a fine grid).
 * Unbiasedness on a target whose normaliser is known and that ``q`` does *not* cover: half
@@ -28,6 +30,7 @@ from scipy.special import logsumexp, ndtri
 from lattice_lgm.errors import InvalidParameterError, ShapeMismatchError
 from lattice_lgm.gplvm.density import GaussianQ
 from lattice_lgm.gplvm.estimator import importance_estimate
+from lattice_lgm.gplvm.laplace import FullGaussianQ
 from lattice_lgm.gplvm.orbit import OrbitMixture, orbit_transforms
 
 FALSE_FAILURE_RATE = 1.3e-4
@@ -40,9 +43,17 @@ def _q(n: int, k: int, seed: int = 0) -> GaussianQ:
     return GaussianQ(mu, np.einsum("jab,jcb->jac", a, a) + 0.3 * np.eye(n))
 
 
-@pytest.mark.parametrize("k", [1, 2, 3])
-def test_log_density_is_the_written_out_mixture(k):
-    q = _q(5, k)
+def _full_q(n: int, k: int, seed: int = 0) -> FullGaussianQ:
+    """A Gaussian on all of vec Z whose columns are correlated (W is not block-diagonal)."""
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=(n * k, n * k)) / np.sqrt(n * k)
+    return FullGaussianQ(rng.normal(size=(n, k)) + 2.0, a @ a.T + 0.3 * np.eye(n * k))
+
+
+@pytest.mark.parametrize(("k", "full"), [(1, False), (2, False), (3, False), (1, True),
+                                         (2, True), (3, True)])
+def test_log_density_is_the_written_out_mixture(k, full):
+    q = _full_q(5, k) if full else _q(5, k)
     t = orbit_transforms(k, 8)
     om = OrbitMixture(q, t, n_draws=7)
     z = om.sample(np.random.default_rng(1), 7)
