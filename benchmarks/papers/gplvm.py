@@ -109,10 +109,13 @@ QUICK = {"n": 10, "chains": 2, "iterations": 6, "burn": 3, "g0": 2, "n_importanc
          "converge_cases": [1], "correlation": 0.99, "workers": None,
          "reference": {"chains": 2, "iterations": 60, "burn": 30, "thin": 3}}
 #: the rows of the convergence comparison: (tag, correlated, one joint block, orbit K,
-#: importance) — the correlated chain with the variational q alone, with its orbit mixture
-#: (decision 128), and the default, the Fisher–Laplace q_L in the orbit mixture (decision 129)
-CONVERGE = (("cpm-joint", True, True, 0, "vb"), ("orbit", True, True, ORBIT, "vb"),
-            ("default", True, True, ORBIT, "laplace"))
+#: importance, ρ (None: ``cfg["correlation"]``), cases (None: all)) — the correlated chain
+#: with the variational q alone, with its orbit mixture (decision 128), the default (the
+#: Fisher–Laplace q_L in the orbit mixture, decision 129), and the default at ρ = 0.9 on case 1
+CONVERGE = (("cpm-joint", True, True, 0, "vb", None, None),
+            ("orbit", True, True, ORBIT, "vb", None, None),
+            ("default", True, True, ORBIT, "laplace", None, None),
+            ("rho-0.9", True, True, ORBIT, "laplace", 0.9, (1,)))
 
 
 # -- data ------------------------------------------------------------------------------------
@@ -211,7 +214,8 @@ def _draws(model: SupervisedGPLVM, post: Any, n: int) -> tuple[list[GPLVMHyper],
 
 def case_row(case: int, cfg: dict, out: Path, refit: str, tag: str | None = None,
              correlated: bool = False, joint: bool = False,
-             orbit: int = ORBIT, importance: str = "laplace") -> dict[str, Any]:
+             orbit: int = ORBIT, importance: str = "laplace",
+             correlation: float | None = None) -> dict[str, Any]:
     """One case: the run, its diagnostics, the predictive errors against ML's.
 
     The paper's rows draw a fresh estimate per proposal (``correlation=0``, Algorithm 2 as
@@ -220,14 +224,16 @@ def case_row(case: int, cfg: dict, out: Path, refit: str, tag: str | None = None
     default correlated pseudo-marginal chain (``correlation=cfg["correlation"]``) at the full
     protocol, chains over ``cfg["workers"]`` processes; ``joint``: one Gibbs block of all ξ;
     ``orbit``, ``importance``: the correlated chain's importance distribution (the paper's
-    rows use its variational ``q`` alone).
+    rows use its variational ``q`` alone); ``correlation``: its ρ (default
+    ``cfg["correlation"]``).
     """
     if refit == "proposal" and not correlated:
         cfg = {**cfg, **cfg["check"]}
     data = sinusoids(case, cfg["n"])
     model = SupervisedGPLVM(data["x"], data["y"], latent_dim=2, refit=refit,
                             n_importance=cfg["n_importance"], g0=cfg["g0"],
-                            correlation=cfg["correlation"] if correlated else 0.0,
+                            correlation=((cfg["correlation"] if correlation is None
+                                          else correlation) if correlated else 0.0),
                             blocks="joint" if joint else "paper",
                             start="map" if correlated else "ml",
                             orbit=orbit if correlated else 0,  # the paper's: q alone
@@ -481,9 +487,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                  [c for c in cfg["converge_cases"] if c in args.cases]):
         ref = _cached(runs / f"case{case}-reference.json", reference_row, case, cfg)
         rows = []
-        for tag, correlated, joint, orbit, importance in CONVERGE:
+        for tag, correlated, joint, orbit, importance, rho, only in CONVERGE:
+            if only is not None and case not in only:
+                continue
             row = _cached(runs / f"case{case}-{tag}.json", case_row, case, cfg, runs,
-                          "proposal", tag, correlated, joint, orbit, importance)
+                          "proposal", tag, correlated, joint, orbit, importance, rho)
             res["cases"].append(row)
             rows.append({"tag": tag, "agreement": agreement(row, ref)})
             print(f"[gplvm] case {case} {tag} done", flush=True)

@@ -34,8 +34,8 @@ from scipy.stats import multivariate_normal
 
 from lattice_lgm.errors import InvalidParameterError, ShapeMismatchError
 from lattice_lgm.gplvm.density import log_p_y_given_z, log_p_z_given_x
-from lattice_lgm.gplvm.kernels import GPLVMHyper, k_f
 from lattice_lgm.gplvm.estimator import log_marginal_estimate
+from lattice_lgm.gplvm.kernels import GPLVMHyper, k_f
 from lattice_lgm.gplvm.laplace import FullGaussianQ, joint_curvature, laplace_q
 from lattice_lgm.gplvm.orbit import OrbitMixture, orbit_transforms
 from tests.gplvm import _two_points

@@ -58,17 +58,18 @@ def test_quick_run_writes_every_row(quick):
     assert res["mode"] == "quick"
     assert [(r["case"], r["refit"], r.get("correlation")) for r in res["cases"]] == [
         (1, "always", 0.0), (3, "always", 0.0), (3, "proposal", 0.0),
-        (1, "proposal", 0.99), (1, "proposal", 0.99), (1, "proposal", 0.99)]
+        (1, "proposal", 0.99), (1, "proposal", 0.99), (1, "proposal", 0.99),
+        (1, "proposal", 0.9)]
     assert res["cases"][-1]["blocks"] == ["+".join(res["cases"][0]["diagnostics"])]
     # the paper's rows use q alone; the correlated rows q alone, its orbit mixture (decision
     # 128) and the default, the Fisher–Laplace q_L in the orbit mixture (decision 129)
-    assert [r["orbit"] for r in res["cases"]] == [0, 0, 0, 0, G.ORBIT, G.ORBIT]
-    assert [r["importance"] for r in res["cases"]] == ["vb"] * 5 + ["laplace"]
+    assert [r["orbit"] for r in res["cases"]] == [0, 0, 0, 0, G.ORBIT, G.ORBIT, G.ORBIT]
+    assert [r["importance"] for r in res["cases"]] == ["vb"] * 5 + ["laplace"] * 2
     assert res["ionosphere"]["importance"] == "laplace"
     assert all(set(r["log_p_hat"]) == {"rhat", "ess_bulk"} for r in res["cases"])
     # the correlated rows against the data-augmentation reference
     (cv,) = res["converge"]
-    assert cv["case"] == 1 and [r["tag"] for r in cv["rows"]] == ["cpm-joint", "orbit", "default"]
+    assert cv["case"] == 1 and [r["tag"] for r in cv["rows"]] == ["cpm-joint", "orbit", "default", "rho-0.9"]
     ref = cv["reference"]
     assert set(ref["summary"]) == set(res["cases"][0]["diagnostics"])
     assert len(ref["acceptance"]) == G.QUICK["reference"]["chains"]
