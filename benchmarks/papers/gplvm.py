@@ -35,11 +35,13 @@ Issue 31.  Reproduces §6.1 (the sinusoidal data) and adds a real data set:
   correlated pseudo-marginal move of the estimator's normals (``correlation = 0.99``,
   decision 123), ``q`` fitted at each proposal (``refit="proposal"``), chains started
   overdispersed around the type-II MAP by its Laplace approximation (decision 126), the
-  importance distribution's orbit mixture (decision 128) — with one Gibbs block of all ``ξ``
-  (the paper's two blocks split the strongly correlated ``θ_S`` and ``θ_j``), and the same
-  chain without the orbit mixture (tag ``cpm-joint``), at the paper's sizes, chains over
-  ``workers`` Dask processes; their Table 1 errors; and their agreement with an independent
-  reference, a long data-augmentation Gibbs chain on ``(ξ, Z)`` (:mod:`gplvm_reference`):
+  Fisher–Laplace ``q_L`` from the fit's mean (decision 129) in the orbit mixture (decision
+  128) — with one Gibbs block of all ``ξ`` (the paper's two blocks split the strongly
+  correlated ``θ_S`` and ``θ_j``); the same chain with the variational ``q`` alone (tag
+  ``cpm-joint``) and with its orbit mixture (tag ``orbit``); on case 1 the default at
+  ``ρ = 0.9`` (tag ``rho-0.9``); at the paper's sizes, chains over ``workers`` Dask
+  processes; their Table 1 errors; and their agreement with an independent reference, a
+  long data-augmentation Gibbs chain on ``(ξ, Z)`` (:mod:`gplvm_reference`):
   quantiles of ``log ξ`` side by side and
   ``z = Δmean / √(MCSE² + MCSE_ref²)``.  ``--no-converge`` skips them.
 

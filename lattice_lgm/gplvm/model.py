@@ -6,9 +6,10 @@ The model (Gadd, Wade, Shah & Grammatopoulos, §2): outputs ``Y`` (N × k_y) giv
 unit-magnitude kernel ``k_z`` (eq. 2); kernels in :mod:`.kernels`.  Hyperparameters
 ``ξ = (σ, θ_S, θ, β)`` get independent normal priors on ``η = log ξ`` (the paper states none;
 :data:`PRIOR_SD`), sampled by the pseudo-marginal chain of Algorithm 2 with ``Z`` integrated
-out by importance sampling (eq. 6) against the variational ``q(Z)`` of §3 — by default with
-the estimator's normals carried and moved by each proposal (correlated pseudo-marginal,
-:data:`CORRELATION`); ``Z`` is then sampled by elliptical slice sampling (Algorithm 3) for
+out by importance sampling (eq. 6) — by default from a Fisher–Laplace Gaussian of ``Z``
+started at the variational ``q(Z)`` of §3 and mixed over the latent space's rotations and
+reflections (decisions 128–129), with the estimator's normals carried and moved by each
+proposal (correlated pseudo-marginal, :data:`CORRELATION`); ``Z`` is then sampled by elliptical slice sampling (Algorithm 3) for
 the predictions of §5 (:mod:`.sweep`).
 
 :class:`SupervisedGPLVM` implements the run protocol (:class:`lattice_lgm._runview.RunView`)

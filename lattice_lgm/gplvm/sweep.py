@@ -26,6 +26,11 @@ One sweep of chain ``c`` (each chain from its own stream, in order):
      (``Var(log p̃)`` 5–50 at a shift of 0.2 in ``log ξ`` on §6.1's data, against ≈ 2 for a
      ``q`` fitted at ``ξ'``: decision 120).
 
+   Whichever ``q``, the estimate draws from :func:`importance_q` of it: by default the
+   Fisher–Laplace Gaussian ``q_L`` from ``q``'s mean (:mod:`.laplace`, decision 129) inside
+   the orbit mixture (:mod:`.orbit`, decision 128); ``importance="vb"``, ``orbit=0`` give
+   the paper's ``q`` itself.
+
 3. **Uncollapsing** (§4.2, Algorithm 3): ``n_latent`` elliptical slice updates of ``Z`` given
    the new ``ξ``, from the chain's previous ``Z``.  These are the draws §5's predictions use.
    They are exact only to the extent the updates forget ``Z``'s previous ``ξ`` (a Markov
