@@ -69,7 +69,8 @@ def test_quick_run_writes_every_row(quick):
     assert all(set(r["log_p_hat"]) == {"rhat", "ess_bulk"} for r in res["cases"])
     # the correlated rows against the data-augmentation reference
     (cv,) = res["converge"]
-    assert cv["case"] == 1 and [r["tag"] for r in cv["rows"]] == ["cpm-joint", "orbit", "default", "rho-0.9"]
+    assert cv["case"] == 1 and [r["tag"] for r in cv["rows"]] == [
+        "cpm-joint", "orbit", "default", "rho-0.9"]
     ref = cv["reference"]
     assert set(ref["summary"]) == set(res["cases"][0]["diagnostics"])
     assert len(ref["acceptance"]) == G.QUICK["reference"]["chains"]
