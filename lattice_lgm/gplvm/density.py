@@ -18,7 +18,7 @@ from scipy.linalg import solve_triangular
 
 from .._validation import finite_array, is_number
 from ..errors import InvalidParameterError, NotPositiveDefiniteError, ShapeMismatchError
-from .kernels import GPLVMHyper, k_z
+from .kernels import GPLVMHyper, k_f, k_z
 
 __all__ = ["GaussianQ", "as_draws", "log_p_y_given_z", "log_p_z_given_x", "log_q"]
 
@@ -125,6 +125,25 @@ def kz_factor(x: np.ndarray, hyper: GPLVMHyper, jitter: float) -> np.ndarray:
             f"K_z(X, X) + εI is not numerically positive definite with jitter={jitter!r} "
             f"and sigma={np.asarray(hyper.sigma).tolist()!r} (repeated or very close inputs "
             "make K_z singular); pass a larger jitter, e.g. 1e-6.") from exc
+
+
+def kf_noise_factor(z: np.ndarray, hyper: GPLVMHyper) -> np.ndarray:
+    """Lower Cholesky factor of ``K_f(Z) + β⁻¹ I`` (eq. 1) for one ``Z`` (N, k_z).
+
+    Raises
+    ------
+    NotPositiveDefiniteError
+        Naming ``θ_S`` and ``β`` when the factorisation fails.
+    """
+    cov = k_f(z, None, hyper.theta_s, hyper.theta)
+    cov[np.diag_indices_from(cov)] += 1.0 / hyper.beta
+    try:
+        return np.linalg.cholesky(cov)
+    except np.linalg.LinAlgError as exc:
+        raise NotPositiveDefiniteError(
+            f"K_f + β⁻¹I is not numerically positive definite at theta_s={hyper.theta_s!r}, "
+            f"beta={hyper.beta!r}; the noise variance 1/β must not vanish against θ_S — "
+            "use a prior on β that keeps θ_S·β below ~1e12.") from exc
 
 
 def check_x(x: np.ndarray, n_points: int | None, hyper: GPLVMHyper, name: str = "x") -> np.ndarray:

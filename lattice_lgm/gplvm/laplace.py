@@ -53,7 +53,14 @@ from scipy.linalg import cho_solve, solve_triangular
 
 from .._validation import positive_int
 from ..errors import InvalidParameterError, NotPositiveDefiniteError, ShapeMismatchError
-from .density import as_draws, check_hyper, kz_factor, log_p_y_given_z, log_p_z_given_x
+from .density import (
+    as_draws,
+    check_hyper,
+    kf_noise_factor,
+    kz_factor,
+    log_p_y_given_z,
+    log_p_z_given_x,
+)
 from .kernels import GPLVMHyper
 
 __all__ = ["MODE_STEPS", "Curvature", "FullGaussianQ", "joint_curvature", "laplace_q"]
@@ -111,13 +118,7 @@ def joint_curvature(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, z: np.ndarr
     theta = np.asarray(hyper.theta, dtype=float)
     diff = z[:, None, :] - z[None, :, :]                       # (a, m, j): z_aj − z_mj
     k_f = hyper.theta_s * np.exp(-0.5 * np.einsum("amj,j->am", diff * diff, theta))
-    c = k_f + np.eye(n_pts) / hyper.beta
-    try:
-        l_c = np.linalg.cholesky(c)
-    except np.linalg.LinAlgError as exc:
-        raise NotPositiveDefiniteError(
-            f"K_f + β⁻¹I is not numerically positive definite at theta_s={hyper.theta_s!r}, "
-            f"beta={hyper.beta!r}; the noise variance 1/β must not vanish against θ_S.") from exc
+    l_c = kf_noise_factor(z, hyper)
     c_inv = cho_solve((l_c, True), np.eye(n_pts))
     alpha = c_inv @ y
     g_mat = 0.5 * (alpha @ alpha.T - k_y * c_inv)             # ∂ log p(Y|Z) / ∂K_f

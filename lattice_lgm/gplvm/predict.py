@@ -27,8 +27,16 @@ import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 
 from .._validation import finite_array, positive_int
-from ..errors import InvalidParameterError, NotPositiveDefiniteError, ShapeMismatchError
-from .density import as_draws, check_hyper, check_jitter, check_x, check_y, kz_factor
+from ..errors import InvalidParameterError, ShapeMismatchError
+from .density import (
+    as_draws,
+    check_hyper,
+    check_jitter,
+    check_x,
+    check_y,
+    kf_noise_factor,
+    kz_factor,
+)
 from .kernels import GPLVMHyper, k_f, k_z
 
 __all__ = ["Predictive", "output_predictive", "predictive_density", "sample_z_star"]
@@ -130,14 +138,7 @@ def output_predictive(z_star: np.ndarray, z: np.ndarray, y: np.ndarray,
     if z_star.ndim != 2 or z_star.shape[1] != hyper.k_z:
         raise ShapeMismatchError(f"z_star has shape {z_star.shape}; expected (M, {hyper.k_z}).")
     finite_array("z_star", z_star, "latent test points must be finite")
-    kf = k_f(z, None, hyper.theta_s, hyper.theta)
-    kf[np.diag_indices_from(kf)] += 1.0 / hyper.beta
-    try:
-        chol = np.linalg.cholesky(kf)
-    except np.linalg.LinAlgError as exc:
-        raise NotPositiveDefiniteError(
-            f"K_f + β⁻¹I is not numerically positive definite at theta_s={hyper.theta_s!r}, "
-            f"beta={hyper.beta!r}.") from exc
+    chol = kf_noise_factor(z, hyper)
     k_cross = k_f(z, z_star, hyper.theta_s, hyper.theta)                     # K_{f*}: (N, M)
     mean = k_cross.T @ cho_solve((chol, True), y)
     v = solve_triangular(chol, k_cross, lower=True)
