@@ -14,7 +14,7 @@ the walk's ``log p̂`` in ten blocks, and the draw that dominates the final esti
 squared whitened normal ``|ε|²`` (typical: ``N k_z``) and how far below a typical draw its
 ``log q`` lies while ``log p(Y, Z)`` does not.  Usage::
 
-    python benchmarks/papers/gplvm_tails.py     # -> results/gplvm_tails.{json,md}, ~10 min
+    python benchmarks/papers/gplvm_tails.py     # -> results/gplvm_tails.{json,md}, ~6 min
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -123,6 +124,12 @@ class _Plan:
 
             self.run_config.update(representation=None, n_latent=None,
                                    step=sweep_settings(step))
+        else:
+            # the default sweep's own settings (e.g. the GPLVM's estimator: Q, ρ, the
+            # importance distribution), so a resume with other ones is refused; JSON-normalised
+            # as the store's attributes hold them.  Stores written before this key existed
+            # resume without the check (store.reading.check_compatible)
+            self.run_config["sweep"] = json.loads(json.dumps(sweep_settings(sweep)))
 
     # -- data identity ----------------------------------------------------------------------------
     def data_hash(self) -> str:

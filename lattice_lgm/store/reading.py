@@ -111,6 +111,8 @@ def check_compatible(stored: Mapping[str, Any], current: Mapping[str, Any]) -> N
                      "run's")
     sc, cc = stored.get("run_config", {}), current.get("run_config", {})
     for k in sorted(set(sc) | set(cc)):
+        if k == "sweep" and k not in sc:
+            continue  # a store from before the default sweep's settings were recorded
         if sc.get(k) != cc.get(k):
             diffs.append(f"run setting {k}: stored {sc.get(k)!r}, now {cc.get(k)!r}")
     if upgrade_config(stored.get("config") or {}) != upgrade_config(current.get("config") or {}):
