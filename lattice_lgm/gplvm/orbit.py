@@ -113,7 +113,7 @@ class OrbitMixture:
 
     Parameters
     ----------
-    q : VBPosterior or GaussianQ
+    q : VBPosterior, GaussianQ or FullGaussianQ
         Has ``mu`` (N, k_z), ``from_normals(eps (n, k_z, N))`` and either ``whitener()`` (a
         :class:`~.laplace.FullGaussianQ`) or ``chol_S`` (k_z, N, N), lower Cholesky factors of
         column covariances (:func:`whitener`).
@@ -195,7 +195,9 @@ class OrbitMixture:
         # B[a, i, l] = W_l z_:,i (W_l: the columns of W acting on latent column l), so that
         # W vec(Z M) = Σ_{i,l} M_il B[a, i, l] for every M: the module docstring's Gram form
         w3 = self._w.reshape(-1, k_lat, n_pts)
-        b_il = np.einsum("dln,ani->aild", w3, z).reshape(z.shape[0], k_lat * k_lat, -1)
+        # (optimize: a BLAS contraction, 8 ms against 0.4 s for N = 351, Q = 64)
+        b_il = np.einsum("dln,ani->aild", w3, z, optimize=True).reshape(
+            z.shape[0], k_lat * k_lat, -1)
         gram = np.einsum("apd,aqd->apq", b_il, b_il)
         cross = b_il @ self._b                                # (n, k_z²)
         m_vec = self.transforms.reshape(self.transforms.shape[0], -1)   # vec(M_k) as (i, l)
