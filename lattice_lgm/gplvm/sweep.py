@@ -59,7 +59,7 @@ from .estimator import ISEstimate, log_marginal_estimate
 from .kernels import GPLVMHyper
 from .laplace import laplace_q
 from .latent import sample_latent
-from .orbit import OrbitMixture
+from .orbit import OrbitMixture, orbit_transforms
 from .pmmh import AdaptivePMMH
 from .vb import VBParams, VBPosterior, fit_vb, posterior_of
 
@@ -278,18 +278,23 @@ def estimate_at(model: Any, eta: np.ndarray, q: VBPosterior,
                                  model.jitter, u)
 
 
-def importance_q(model: Any, eta: np.ndarray, q: VBPosterior) -> Any:
+def importance_q(model: Any, eta: np.ndarray, q: VBPosterior, importance: str | None = None,
+                 orbit: int | None = None) -> Any:
     """The importance distribution of eq. 6 at ``ξ = exp(η)`` built from the variational ``q``.
 
-    ``model.importance == "laplace"``: the Fisher–Laplace Gaussian from ``q``'s mean
-    (:func:`~.laplace.laplace_q`, decision 129); ``"vb"``: ``q`` itself.  Then, with
-    ``model.orbit``, the orbit mixture around it (:class:`~.orbit.OrbitMixture`, decision 128).
-    A deterministic function of ``η`` and ``q``.
+    ``importance == "laplace"``: the Fisher–Laplace Gaussian from ``q``'s mean
+    (:func:`~.laplace.laplace_q`, decision 129); ``"vb"``: ``q`` itself.  Then, with ``orbit``
+    components, the orbit mixture around it (:class:`~.orbit.OrbitMixture`, decision 128).
+    Both default to the model's settings (a diagnostic may ask for others).  A deterministic
+    function of ``η`` and ``q``.
     """
-    if model.importance == "laplace":
+    importance = model.importance if importance is None else importance
+    orbit = model.orbit if orbit is None else orbit
+    if importance == "laplace":
         q = laplace_q(model.y, model.x, model.hyper_of(eta), q.mu, model.jitter)
-    if model.orbit:
-        q = OrbitMixture(q, model.orbit_transforms(), model.n_importance)
+    if orbit:
+        q = OrbitMixture(q, model.orbit_transforms() if orbit == model.orbit
+                         else orbit_transforms(model.k_z, orbit), model.n_importance)
     return q
 
 
