@@ -56,6 +56,8 @@ from ..errors import InvalidParameterError, NotPositiveDefiniteError, ShapeMisma
 from .density import (
     as_draws,
     check_hyper,
+    check_x,
+    check_y,
     kf_noise_factor,
     kz_factor,
     log_p_y_given_z,
@@ -112,7 +114,9 @@ def joint_curvature(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, z: np.ndarr
     Curvature
     """
     check_hyper(hyper)
+    y = check_y(y)
     n_pts, k_y = y.shape
+    x = check_x(x, n_pts, hyper)
     z = as_draws(z, n_pts, hyper.k_z)[0]
     k_lat = z.shape[1]
     theta = np.asarray(hyper.theta, dtype=float)

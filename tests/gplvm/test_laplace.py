@@ -184,3 +184,7 @@ def test_bad_inputs():
         FullGaussianQ(z, np.eye(z.size)).from_normals(np.zeros((2, 5, 5)))
     with pytest.raises(ShapeMismatchError, match="z has shape"):
         joint_curvature(y, x, hyper, z[:, :1], JITTER)
+    with pytest.raises(ShapeMismatchError, match="x has shape"):
+        laplace_q(y, x[:-1], hyper, z, JITTER)
+    with pytest.raises(InvalidParameterError, match="y"):
+        joint_curvature(np.where(np.eye(*y.shape) > 0, np.nan, y), x, hyper, z, JITTER)
