@@ -117,14 +117,11 @@ def log_p_y_given_z(y: np.ndarray, z: np.ndarray, hyper: GPLVMHyper) -> np.ndarr
 
 def kz_factor(x: np.ndarray, hyper: GPLVMHyper, jitter: float) -> np.ndarray:
     """Lower Cholesky factor of ``K_z(X, X) + ε I`` (eq. 2), with a named error if it fails."""
-    kz = k_z(x, None, hyper.sigma, jitter)
-    try:
-        return np.linalg.cholesky(kz)
-    except np.linalg.LinAlgError as exc:
-        raise NotPositiveDefiniteError(
-            f"K_z(X, X) + εI is not numerically positive definite with jitter={jitter!r} "
-            f"and sigma={np.asarray(hyper.sigma).tolist()!r} (repeated or very close inputs "
-            "make K_z singular); pass a larger jitter, e.g. 1e-6.") from exc
+    return cholesky_or_raise(
+        k_z(x, None, hyper.sigma, jitter),
+        f"K_z(X, X) + εI is not numerically positive definite with jitter={jitter!r} "
+        f"and sigma={np.asarray(hyper.sigma).tolist()!r} (repeated or very close inputs "
+        "make K_z singular); pass a larger jitter, e.g. 1e-6.")
 
 
 def kf_noise_factor(z: np.ndarray, hyper: GPLVMHyper) -> np.ndarray:
@@ -137,13 +134,24 @@ def kf_noise_factor(z: np.ndarray, hyper: GPLVMHyper) -> np.ndarray:
     """
     cov = k_f(z, None, hyper.theta_s, hyper.theta)
     cov[np.diag_indices_from(cov)] += 1.0 / hyper.beta
+    return cholesky_or_raise(
+        cov, f"K_f + β⁻¹I is not numerically positive definite at theta_s={hyper.theta_s!r}, "
+        f"beta={hyper.beta!r}; the noise variance 1/β must not vanish against θ_S — "
+        "use a prior on β that keeps θ_S·β below ~1e12.")
+
+
+def cholesky_or_raise(a: np.ndarray, message: str) -> np.ndarray:
+    """Lower Cholesky factor(s) of ``a`` (…, n, n).
+
+    Raises
+    ------
+    NotPositiveDefiniteError
+        Carrying ``message``, which names the matrix and the remedy.
+    """
     try:
-        return np.linalg.cholesky(cov)
+        return np.linalg.cholesky(a)
     except np.linalg.LinAlgError as exc:
-        raise NotPositiveDefiniteError(
-            f"K_f + β⁻¹I is not numerically positive definite at theta_s={hyper.theta_s!r}, "
-            f"beta={hyper.beta!r}; the noise variance 1/β must not vanish against θ_S — "
-            "use a prior on β that keeps θ_S·β below ~1e12.") from exc
+        raise NotPositiveDefiniteError(message) from exc
 
 
 def check_x(x: np.ndarray, n_points: int | None, hyper: GPLVMHyper, name: str = "x") -> np.ndarray:
@@ -231,12 +239,9 @@ class GaussianQ:
         if not np.allclose(S, np.swapaxes(S, 1, 2), rtol=1e-10, atol=1e-12):
             raise InvalidParameterError("S must be symmetric in its last two axes; pass "
                                         "0.5 * (S + S.transpose(0, 2, 1)).")
-        try:
-            self._chol = np.linalg.cholesky(S)
-        except np.linalg.LinAlgError as exc:
-            raise NotPositiveDefiniteError(
-                "an importance covariance S_j has no Cholesky factor; S must be positive "
-                "definite (add a small multiple of the identity).") from exc
+        self._chol = cholesky_or_raise(
+            S, "an importance covariance S_j has no Cholesky factor; S must be positive "
+            "definite (add a small multiple of the identity).")
         self.mu, self.S = mu, S
         self._logdet = 2.0 * np.log(np.diagonal(self._chol, axis1=1, axis2=2)).sum()
 

@@ -52,12 +52,13 @@ import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 
 from .._validation import positive_int
-from ..errors import InvalidParameterError, NotPositiveDefiniteError, ShapeMismatchError
+from ..errors import InvalidParameterError, ShapeMismatchError
 from .density import (
     as_draws,
     check_hyper,
     check_x,
     check_y,
+    cholesky_or_raise,
     kf_noise_factor,
     kz_factor,
     log_p_y_given_z,
@@ -115,9 +116,20 @@ def joint_curvature(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, z: np.ndarr
     """
     check_hyper(hyper)
     y = check_y(y)
+    x = check_x(x, y.shape[0], hyper)
+    z = as_draws(z, y.shape[0], hyper.k_z)[0]
+    l_z = kz_factor(x, hyper, jitter) if kz_chol is None else kz_chol
+    return _curvature(y, hyper, z, cho_solve((l_z, True), np.eye(y.shape[0])),
+                      _log_joint(y, x, hyper, z, jitter))
+
+
+def _curvature(y: np.ndarray, hyper: GPLVMHyper, z: np.ndarray, kz_inv: np.ndarray,
+               value: float) -> Curvature:
+    """:func:`joint_curvature`'s work at a checked ``z`` (N, k_z).
+
+    ``K_z⁻¹`` and the joint density at ``z`` are passed in: the mode search has both.
+    """
     n_pts, k_y = y.shape
-    x = check_x(x, n_pts, hyper)
-    z = as_draws(z, n_pts, hyper.k_z)[0]
     k_lat = z.shape[1]
     theta = np.asarray(hyper.theta, dtype=float)
     diff = z[:, None, :] - z[None, :, :]                       # (a, m, j): z_aj − z_mj
@@ -127,8 +139,6 @@ def joint_curvature(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, z: np.ndarr
     alpha = c_inv @ y
     g_mat = 0.5 * (alpha @ alpha.T - k_y * c_inv)             # ∂ log p(Y|Z) / ∂K_f
     v = -(diff * theta) * k_f[:, :, None]                      # v[a, m, j] = v_aj[m]
-    l_z = kz_factor(x, hyper, jitter) if kz_chol is None else kz_chol
-    kz_inv = cho_solve((l_z, True), np.eye(n_pts))
     grad = 2.0 * np.einsum("am,amj->aj", g_mat, v) - kz_inv @ z
     # V as an N × (k_z N) matrix in vec order: column (j, a) is v_aj
     v_mat = v.transpose(1, 2, 0).reshape(n_pts, k_lat * n_pts)
@@ -143,7 +153,7 @@ def joint_curvature(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, z: np.ndarr
     for j in range(k_lat):
         prec[j * n_pts:(j + 1) * n_pts, j * n_pts:(j + 1) * n_pts] += kz_inv
     prec = 0.5 * (prec + prec.T)
-    return Curvature(_log_joint(y, x, hyper, z, jitter), grad, prec)
+    return Curvature(value, grad, prec)
 
 
 def _log_joint(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, z: np.ndarray,
@@ -180,12 +190,9 @@ class FullGaussianQ:
             raise ShapeMismatchError(
                 f"precision has shape {precision.shape}; with mu of shape {mu.shape} it must "
                 f"be (N k_z, N k_z) = ({dim}, {dim}).")
-        try:
-            self._chol = np.linalg.cholesky(precision)
-        except np.linalg.LinAlgError as exc:
-            raise NotPositiveDefiniteError(
-                "the Laplace importance distribution's precision has no Cholesky factor; it "
-                "must be positive definite.") from exc
+        self._chol = cholesky_or_raise(
+            precision, "the Laplace importance distribution's precision has no Cholesky "
+            "factor; it must be positive definite.")
         self.mu = mu
         self._vec_mu = mu.T.reshape(-1)
         self._log_det_l = float(np.log(np.diag(self._chol)).sum())
@@ -194,6 +201,11 @@ class FullGaussianQ:
     def shape(self) -> tuple[int, int]:
         """``(N, k_z)``."""
         return self.mu.shape  # type: ignore[return-value]
+
+    @property
+    def chol_precision(self) -> np.ndarray:
+        """Lower Cholesky factor ``L`` of the precision ``P = L Lᵀ`` (D, D)."""
+        return self._chol
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``n`` draws, shape (n, N, k_z), from ``rng.standard_normal((n, k_z, N))``."""
@@ -258,12 +270,18 @@ def laplace_q(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, start: np.ndarray
         raise InvalidParameterError(
             f"mode_steps={mode_steps!r} must be an integer >= 0 (Fisher-scoring steps; 0 "
             f"builds q_L at the start), e.g. {MODE_STEPS}.")
-    l_z = kz_factor(x, hyper, jitter)
-    z = np.array(start, dtype=np.float64, copy=True)
-    cur = joint_curvature(y, x, hyper, z, jitter, l_z)
+    check_hyper(hyper)
+    y = check_y(y)
+    x = check_x(x, y.shape[0], hyper)
+    z = as_draws(start, y.shape[0], hyper.k_z)[0].copy()
+    # K_z⁻¹ once for every step; each accepted step's joint density is the line search's
+    kz_inv = cho_solve((kz_factor(x, hyper, jitter), True), np.eye(y.shape[0]))
+    cur = _curvature(y, hyper, z, kz_inv, _log_joint(y, x, hyper, z, jitter))
+    q = FullGaussianQ(z, cur.precision)
     for _ in range(int(mode_steps)):
-        chol = np.linalg.cholesky(cur.precision)
-        step = cho_solve((chol, True), cur.grad.T.reshape(-1)).reshape(z.shape[::-1]).T
+        # Δ = P⁻¹ g through q's factor of P (the same factor the draws use)
+        g = cur.grad.T.reshape(-1)
+        step = cho_solve((q.chol_precision, True), g).reshape(z.shape[::-1]).T
         t, moved = 1.0, False
         for _ in range(MODE_HALVINGS):
             cand = z + t * step
@@ -275,5 +293,6 @@ def laplace_q(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, start: np.ndarray
         if not moved:
             break
         z = cand
-        cur = joint_curvature(y, x, hyper, z, jitter, l_z)
-    return FullGaussianQ(z, cur.precision)
+        cur = _curvature(y, hyper, z, kz_inv, val)
+        q = FullGaussianQ(z, cur.precision)
+    return q

@@ -46,7 +46,7 @@ from ..errors import (
     NotPositiveDefiniteError,
     ShapeMismatchError,
 )
-from .density import gaussian_draws
+from .density import cholesky_or_raise, gaussian_draws
 from .kernels import GPLVMHyper, k_f, k_z, validate_data
 from .psi import psi_statistics_vjp
 
@@ -180,12 +180,9 @@ class VBPosterior:
 
 
 def _chol(a: np.ndarray, what: str) -> np.ndarray:
-    try:
-        return np.linalg.cholesky(a)
-    except np.linalg.LinAlgError as err:
-        raise NotPositiveDefiniteError(
-            f"{what} is not numerically positive definite; increase jitter (the kernel's "
-            "white noise ε) or check for duplicated inputs.") from err
+    return cholesky_or_raise(
+        a, f"{what} is not numerically positive definite; increase jitter (the kernel's "
+        "white noise ε) or check for duplicated inputs.")
 
 
 def _collapsed(y, mu, s, z_u, theta_s, theta, beta, need_grad):
