@@ -66,7 +66,8 @@ from .density import (
 )
 from .kernels import GPLVMHyper
 
-__all__ = ["MODE_STEPS", "Curvature", "FullGaussianQ", "joint_curvature", "laplace_q"]
+__all__ = ["CURVATURES", "MODE_STEPS", "Curvature", "FullGaussianQ", "joint_curvature", "laplace_q",
+           "widened_precision"]
 
 #: Fisher-scoring steps of the mode search at most.  On §6.1's case 1 at the reference's
 #: median ξ (Q = 64, orbit K = 1024) the typical log p̃ was 159.14 ± 0.79 with q_L at the VB
@@ -75,6 +76,10 @@ __all__ = ["MODE_STEPS", "Curvature", "FullGaussianQ", "joint_curvature", "lapla
 MODE_STEPS = 5
 #: a step is kept when it raises log p(Y, Z | ξ) by at least this (nats); halvings at most
 MODE_TOL, MODE_HALVINGS = 1e-3, 12
+#: the precisions q_L can have (:func:`laplace_q`); the first is the default
+CURVATURES = ("widened", "fisher")
+#: smallest eigenvalue of the widened precision in the Fisher metric (:func:`widened_precision`)
+WIDEN_FLOOR = 0.01
 _LOG_2PI = float(np.log(2.0 * np.pi))
 
 
@@ -93,10 +98,14 @@ class Curvature(NamedTuple):
     value: float
     grad: np.ndarray
     precision: np.ndarray
+    #: ``I ⊗ K_z⁻¹`` plus the observed information ``−∇² log p(Y | Z, ξ)`` (the full negative
+    #: Hessian of the joint density), when asked for; None otherwise
+    observed: np.ndarray | None = None
 
 
 def joint_curvature(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, z: np.ndarray,
-                    jitter: float, kz_chol: np.ndarray | None = None) -> Curvature:
+                    jitter: float, kz_chol: np.ndarray | None = None,
+                    observed: bool = False) -> Curvature:
     """Value, gradient and Fisher precision of ``log p(Y, Z | X, ξ)`` (module docstring).
 
     Parameters
@@ -109,6 +118,8 @@ def joint_curvature(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, z: np.ndarr
         ``ε`` of ``K_z``.
     kz_chol : ndarray, shape (N, N), optional
         Lower Cholesky factor of ``K_z + εI`` if already computed.
+    observed : bool
+        Also compute the observed information (:attr:`Curvature.observed`).
 
     Returns
     -------
@@ -120,11 +131,11 @@ def joint_curvature(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, z: np.ndarr
     z = as_draws(z, y.shape[0], hyper.k_z)[0]
     l_z = kz_factor(x, hyper, jitter) if kz_chol is None else kz_chol
     return _curvature(y, hyper, z, cho_solve((l_z, True), np.eye(y.shape[0])),
-                      _log_joint(y, x, hyper, z, jitter))
+                      _log_joint(y, x, hyper, z, jitter), observed)
 
 
 def _curvature(y: np.ndarray, hyper: GPLVMHyper, z: np.ndarray, kz_inv: np.ndarray,
-               value: float) -> Curvature:
+               value: float, observed: bool = False) -> Curvature:
     """:func:`joint_curvature`'s work at a checked ``z`` (N, k_z).
 
     ``K_z⁻¹`` and the joint density at ``z`` are passed in: the mode search has both.
@@ -149,11 +160,54 @@ def _curvature(y: np.ndarray, hyper: GPLVMHyper, z: np.ndarray, kz_inv: np.ndarr
     fisher = np.einsum("alb,bja->jalb", u3, u3).reshape(vpv.shape)
     fisher += np.tile(c_inv, (k_lat, k_lat)) * vpv
     fisher *= k_y
+    obs = None
+    if observed:
+        obs = _observed_info(alpha, c_inv, g_mat, k_f, diff, theta, v_mat, u_mat, vpv) - fisher
     prec = fisher
     for j in range(k_lat):
-        prec[j * n_pts:(j + 1) * n_pts, j * n_pts:(j + 1) * n_pts] += kz_inv
-    prec = 0.5 * (prec + prec.T)
-    return Curvature(value, grad, prec)
+        block = slice(j * n_pts, (j + 1) * n_pts)
+        prec[block, block] += kz_inv
+        if obs is not None:
+            obs[block, block] += kz_inv
+    return Curvature(value, grad, 0.5 * (prec + prec.T),
+                     None if obs is None else 0.5 * (obs + obs.T))
+
+
+def _observed_info(alpha: np.ndarray, c_inv: np.ndarray, g_mat: np.ndarray, k_f: np.ndarray,
+                   diff: np.ndarray, theta: np.ndarray, v_mat: np.ndarray, u_mat: np.ndarray,
+                   vpv: np.ndarray) -> np.ndarray:
+    r"""``−∇² log p(Y | Z, ξ) + F``: the observed information plus ``F`` (the caller subtracts it).
+
+    With ``∂_i`` for ``∂/∂z_{aj}`` and ``G`` of the gradient,
+    ``∂_i∂_k log p(Y|Z) = −tr(C⁻¹ ∂_k C αα^T ∂_i C) + F_ik + tr(G ∂_i∂_k C)``
+    (differentiate ``tr(G ∂_i C)``; ``E[ααᵀ] = k_y C⁻¹`` gives back ``−F``).  The first term,
+    with ``∂C`` rank 2 as in the module docstring (``v = v_aj``, ``w = v_bl``), is
+    ``(C⁻¹v)_b (ααᵀw)_a + C⁻¹_ab wᵀααᵀv + (ααᵀ)_ab vᵀC⁻¹w + (C⁻¹w)_a (ααᵀv)_b``;
+    ``ααᵀ`` has rank ``k_y``, so its products are cheap.  ``∂_{aj}∂_{bl} C`` (``a ≠ b``) is
+    ``s_ab^{jl} (e_a e_bᵀ + e_b e_aᵀ)`` with ``s_ab^{jl} = K_f[a,b] (θ_j δ_jl − θ_j θ_l
+    d_j d_l)``, ``d = z_a − z_b``, and ``∂_{aj}∂_{al} C`` is ``−s_am^{jl}`` along row and
+    column ``a`` (``m ≠ a``); hence ``tr(G ∂²C)``'s block ``(j, l)`` is
+    ``M − diag(M 1)`` with ``M = 2 G ∘ s^{jl}`` off its diagonal.
+    """
+    n_pts = c_inv.shape[0]
+    k_lat = diff.shape[2]
+    atv = alpha.T @ v_mat                                      # (k_y, k_z N)
+    ub3 = (alpha @ atv).reshape(n_pts, k_lat, n_pts)           # (ααᵀ v_aj)[m] at [m, j, a]
+    ua3 = u_mat.reshape(n_pts, k_lat, n_pts)                   # (C⁻¹ v_aj)[m]
+    first = (np.einsum("bja,alb->jalb", ua3, ub3)
+             + np.einsum("alb,bja->jalb", ua3, ub3)).reshape(vpv.shape)
+    first += np.tile(c_inv, (k_lat, k_lat)) * (atv.T @ atv)
+    first += np.tile(alpha @ alpha.T, (k_lat, k_lat)) * vpv
+    for j in range(k_lat):
+        for m in range(k_lat):
+            s = k_f * ((theta[j] if j == m else 0.0)
+                       - theta[j] * theta[m] * diff[:, :, j] * diff[:, :, m])
+            mm = 2.0 * g_mat * s
+            np.fill_diagonal(mm, 0.0)
+            first[j * n_pts:(j + 1) * n_pts, m * n_pts:(m + 1) * n_pts] -= \
+                mm - np.diag(mm.sum(axis=1))
+    # −∇² = first − F − tr(G ∂²C); the caller subtracts F
+    return first
 
 
 def _log_joint(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, z: np.ndarray,
@@ -243,7 +297,8 @@ class FullGaussianQ:
 
 
 def laplace_q(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, start: np.ndarray,
-              jitter: float, mode_steps: int = MODE_STEPS) -> FullGaussianQ:
+              jitter: float, mode_steps: int = MODE_STEPS,
+              curvature: str = CURVATURES[0]) -> FullGaussianQ:
     """``q_L`` at ``ξ``: Fisher scoring from ``start`` towards the mode, then ``P`` there.
 
     Parameters
@@ -259,17 +314,25 @@ def laplace_q(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, start: np.ndarray
         Fisher-scoring steps at most (0: ``q_L`` at ``start``).  Each step is
         ``Δ = P⁻¹ ∇ log p(Y, Z)``, halved up to :data:`MODE_HALVINGS` times until the joint
         density rises by :data:`MODE_TOL`; the search stops at the first step that does not.
+    curvature : {"widened", "fisher"}
+        The precision at the last point: ``"fisher"`` ``P``; ``"widened"`` (default) ``P``
+        lowered to the observed information wherever that is smaller
+        (:func:`widened_precision`).
 
     Returns
     -------
     FullGaussianQ
-        Mean the last accepted point, precision ``P`` there.
+        Mean the last accepted point, precision as ``curvature`` says there.
     """
     if isinstance(mode_steps, bool) or not isinstance(mode_steps, int | np.integer) \
             or mode_steps < 0:
         raise InvalidParameterError(
             f"mode_steps={mode_steps!r} must be an integer >= 0 (Fisher-scoring steps; 0 "
             f"builds q_L at the start), e.g. {MODE_STEPS}.")
+    if curvature not in CURVATURES:
+        raise InvalidParameterError(
+            f"curvature={curvature!r} must be one of {list(CURVATURES)} (the precision of "
+            "q_L: the Fisher information widened by the observed one, or the Fisher alone).")
     check_hyper(hyper)
     y = check_y(y)
     x = check_x(x, y.shape[0], hyper)
@@ -295,4 +358,41 @@ def laplace_q(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, start: np.ndarray
         z = cand
         cur = _curvature(y, hyper, z, kz_inv, val)
         q = FullGaussianQ(z, cur.precision)
-    return q
+    if curvature == "fisher":
+        return q
+    obs = _curvature(y, hyper, z, kz_inv, cur.value, observed=True).observed
+    return FullGaussianQ(z, widened_precision(q.chol_precision, obs))
+
+
+def widened_precision(chol: np.ndarray, observed: np.ndarray,
+                      floor: float = WIDEN_FLOOR) -> np.ndarray:
+    r"""The Fisher precision ``P = L Lᵀ`` lowered to the observed information ``H`` where smaller.
+
+    With ``L⁻¹ H L⁻ᵀ = V Λ Vᵀ`` the result is ``(L V) min(max(Λ, floor), 1) (L V)ᵀ``: equal to
+    ``P`` where ``H ≥ P`` and to ``H`` where ``H < P``, direction by direction in ``P``'s
+    metric, so it is below both ``P`` and ``H`` (in the Loewner order) and the Gaussian is
+    at least as wide as both Laplace approximations: where the posterior is flatter than its
+    Fisher curvature says, ``q`` is too (decision 131).  ``floor`` bounds the widening where
+    ``H`` is indefinite or nearly so (a point short of the mode).
+
+    Parameters
+    ----------
+    chol : ndarray, shape (D, D)
+        Lower Cholesky factor of the Fisher precision.
+    observed : ndarray, shape (D, D)
+        The observed information (symmetric).
+    floor : float
+        Smallest eigenvalue of ``L⁻¹ P' L⁻ᵀ``, in ``(0, 1]``.
+
+    Returns
+    -------
+    ndarray, shape (D, D)
+    """
+    if not 0.0 < floor <= 1.0:
+        raise InvalidParameterError(f"floor={floor!r} must be in (0, 1], e.g. {WIDEN_FLOOR}.")
+    half = solve_triangular(chol, observed, lower=True, check_finite=False)       # L⁻¹ H
+    whitened = solve_triangular(chol, half.T, lower=True, check_finite=False)     # L⁻¹ H L⁻ᵀ
+    lam, vec = np.linalg.eigh(0.5 * (whitened + whitened.T))
+    b = chol @ vec
+    out = (b * np.clip(lam, floor, 1.0)) @ b.T
+    return 0.5 * (out + out.T)

@@ -282,16 +282,18 @@ def importance_q(model: Any, eta: np.ndarray, q: VBPosterior, importance: str | 
                  orbit: int | None = None) -> Any:
     """The importance distribution of eq. 6 at ``ξ = exp(η)`` built from the variational ``q``.
 
-    ``importance == "laplace"``: the Fisher–Laplace Gaussian from ``q``'s mean
-    (:func:`~.laplace.laplace_q`, decision 129); ``"vb"``: ``q`` itself.  Then, with ``orbit``
+    ``importance == "widened"``: the Laplace Gaussian from ``q``'s mean with its curvature
+    widened (:func:`~.laplace.laplace_q`, decisions 129, 131); ``"laplace"``: the same with
+    the Fisher curvature alone; ``"vb"``: ``q`` itself.  Then, with ``orbit``
     components, the orbit mixture around it (:class:`~.orbit.OrbitMixture`, decision 128).
     Both default to the model's settings (a diagnostic may ask for others).  A deterministic
     function of ``η`` and ``q``.
     """
     importance = model.importance if importance is None else importance
     orbit = model.orbit if orbit is None else orbit
-    if importance == "laplace":
-        q = laplace_q(model.y, model.x, model.hyper_of(eta), q.mu, model.jitter)
+    if importance != "vb":
+        q = laplace_q(model.y, model.x, model.hyper_of(eta), q.mu, model.jitter,
+                      curvature="widened" if importance == "widened" else "fisher")
     if orbit:
         q = OrbitMixture(q, model.orbit_transforms() if orbit == model.orbit
                          else orbit_transforms(model.k_z, orbit), model.n_importance)

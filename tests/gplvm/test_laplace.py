@@ -36,7 +36,13 @@ from lattice_lgm.errors import InvalidParameterError, ShapeMismatchError
 from lattice_lgm.gplvm.density import log_p_y_given_z, log_p_z_given_x
 from lattice_lgm.gplvm.estimator import log_marginal_estimate
 from lattice_lgm.gplvm.kernels import GPLVMHyper, k_f
-from lattice_lgm.gplvm.laplace import FullGaussianQ, joint_curvature, laplace_q
+from lattice_lgm.gplvm.laplace import (
+    WIDEN_FLOOR,
+    FullGaussianQ,
+    joint_curvature,
+    laplace_q,
+    widened_precision,
+)
 from lattice_lgm.gplvm.orbit import OrbitMixture, orbit_transforms
 from tests.gplvm import _two_points
 
@@ -158,6 +164,67 @@ def test_the_mode_search_climbs_to_a_stationary_point():
     assert dec[1] < 1e-3 * dec[0], dec
 
 
+def test_observed_information_against_central_differences_of_the_gradient():
+    """``observed`` is −∇² of the joint density: differences of the (checked) gradient."""
+    x, y, hyper, z = _problem()
+    c = joint_curvature(y, x, hyper, z, JITTER, observed=True)
+    h = 1e-6
+    fd = np.zeros_like(c.observed)
+    n, k = z.shape
+    for j in range(k):
+        for a in range(n):
+            e = np.zeros_like(z)
+            e[a, j] = h
+            gp = joint_curvature(y, x, hyper, z + e, JITTER).grad.T.reshape(-1)
+            gm = joint_curvature(y, x, hyper, z - e, JITTER).grad.T.reshape(-1)
+            fd[:, j * n + a] = -(gp - gm) / (2 * h)
+    assert np.allclose(c.observed, fd, rtol=1e-5, atol=1e-5 * np.abs(fd).max())
+    # away from the mode the observed information differs from the Fisher's
+    assert np.abs(c.observed - c.precision).max() > 0.1 * np.abs(c.precision).max()
+    assert joint_curvature(y, x, hyper, z, JITTER).observed is None
+
+
+def _whitened_eigs(chol, m):
+    w = np.linalg.solve(chol, np.linalg.solve(chol, m).T)
+    return np.linalg.eigvalsh(0.5 * (w + w.T))
+
+
+def test_widened_precision_is_below_both_curvatures():
+    rng = np.random.default_rng(3)
+    d = 12
+    a = rng.normal(size=(d, d))
+    prec = a @ a.T + d * np.eye(d)
+    chol = np.linalg.cholesky(prec)
+    basis = np.linalg.qr(rng.normal(size=(d, d)))[0]
+    lam = np.array([5.0, 2.0, 1.5, 1.0, 0.8, 0.5, 0.3, 0.1, 0.05, 0.02, 0.011, 0.5])
+    obs = chol @ (basis * lam) @ basis.T @ chol.T
+    out = widened_precision(chol, obs)
+    # in P's metric its eigenvalues are min(λ, 1); below P and below H (Loewner order)
+    assert np.allclose(np.sort(_whitened_eigs(chol, out)), np.sort(np.minimum(lam, 1.0)))
+    assert np.linalg.eigvalsh(prec - out).min() > -1e-9 * np.abs(prec).max()
+    assert np.linalg.eigvalsh(obs - out).min() > -1e-9 * np.abs(prec).max()
+    # H ≥ P: P itself; H ≤ P: H itself; an indefinite H: the floor
+    assert np.allclose(widened_precision(chol, 2.0 * prec), prec)
+    assert np.allclose(widened_precision(chol, 0.5 * prec), 0.5 * prec)
+    neg = widened_precision(chol, obs - 0.5 * prec)
+    assert _whitened_eigs(chol, neg).min() == pytest.approx(WIDEN_FLOOR, rel=1e-8)
+    with pytest.raises(InvalidParameterError, match="floor"):
+        widened_precision(chol, obs, floor=0.0)
+
+
+def test_laplace_q_widened_and_fisher_share_the_mode():
+    x, y, hyper, z = _problem(n=12)
+    q_f = laplace_q(y, x, hyper, z, JITTER, curvature="fisher")
+    q_w = laplace_q(y, x, hyper, z, JITTER)
+    assert np.array_equal(q_f.mu, q_w.mu)
+    c = joint_curvature(y, x, hyper, q_f.mu, JITTER, observed=True)
+    want = widened_precision(np.linalg.cholesky(c.precision), c.observed)
+    got = q_w.chol_precision @ q_w.chol_precision.T
+    assert np.allclose(got, want, rtol=1e-8, atol=1e-8 * np.abs(want).max())
+    # wider than the Fisher form: a larger log-determinant of the covariance
+    assert np.log(np.diag(q_w.chol_precision)).sum() < np.log(np.diag(q_f.chol_precision)).sum()
+
+
 @pytest.mark.statistical
 def test_the_estimate_with_q_l_in_the_orbit_mixture_is_unbiased():
     x, y = _two_points.X, _two_points.Y
@@ -178,6 +245,8 @@ def test_bad_inputs():
     x, y, hyper, z = _problem()
     with pytest.raises(InvalidParameterError, match="mode_steps"):
         laplace_q(y, x, hyper, z, JITTER, mode_steps=-1)
+    with pytest.raises(InvalidParameterError, match="curvature='observed'"):
+        laplace_q(y, x, hyper, z, JITTER, curvature="observed")
     with pytest.raises(ShapeMismatchError, match="precision"):
         FullGaussianQ(z, np.eye(3))
     with pytest.raises(ShapeMismatchError, match="eps"):
