@@ -112,13 +112,13 @@ QUICK = {"n": 10, "chains": 2, "iterations": 6, "burn": 3, "g0": 2, "n_importanc
          "reference": {"chains": 2, "iterations": 60, "burn": 30, "thin": 3}}
 #: the rows of the convergence comparison: (tag, correlated, one joint block, orbit K,
 #: importance, ρ (None: ``cfg["correlation"]``), cases (None: all)) — the correlated chain
-#: with the variational q alone, with its orbit mixture (decision 128), with the
-#: Fisher–Laplace q_L in the orbit mixture (decision 129; ρ = 0.9 too, on case 1), and the
-#: default (q_L's curvature widened to the observed, in the orbit mixture, decision 131)
+#: with the variational q alone, with its orbit mixture (decision 128), the default (the
+#: Fisher–Laplace q_L in the orbit mixture, decision 129), on case 1 q_L's curvature widened
+#: to the observed (decision 131) and the default at ρ = 0.9
 CONVERGE = (("cpm-joint", True, True, 0, "vb", None, None),
             ("orbit", True, True, ORBIT, "vb", None, None),
-            ("fisher", True, True, ORBIT, "laplace", None, None),
-            ("default", True, True, ORBIT, "widened", None, None),
+            ("default", True, True, ORBIT, "laplace", None, None),
+            ("widened", True, True, ORBIT, "widened", None, (1,)),
             ("rho-0.9", True, True, ORBIT, "laplace", 0.9, (1,)))
 
 

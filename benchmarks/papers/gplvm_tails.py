@@ -10,8 +10,8 @@ estimate has values far above its typical ones that fresh draws never show, and 
 ``(ξ, u)`` cannot mix in ``u`` in practical time — while ``ξ``'s R-hat may look fine.
 
 Per configuration (the variational ``q`` alone; its orbit mixture; the Fisher–Laplace ``q_L``
-in the orbit mixture; ``q_L`` with its curvature widened to the observed one, in the orbit
-mixture, the default — decision 131): the mean and sd of 200 fresh estimates,
+in the orbit mixture, the default; ``q_L`` with its curvature widened to the observed one,
+in the orbit mixture — decision 131): the mean and sd of 200 fresh estimates,
 the walk's ``log p̂`` in ten blocks, and the draw that dominates the final estimate — its
 squared whitened normal ``|ε|²`` (typical: ``N k_z``) and how far below a typical draw its
 ``log q`` lies while ``log p(Y, Z)`` does not.  Usage::

@@ -77,7 +77,7 @@ MODE_STEPS = 5
 #: a step is kept when it raises log p(Y, Z | ξ) by at least this (nats); halvings at most
 MODE_TOL, MODE_HALVINGS = 1e-3, 12
 #: the precisions q_L can have (:func:`laplace_q`); the first is the default
-CURVATURES = ("widened", "fisher")
+CURVATURES = ("fisher", "widened")
 #: smallest eigenvalue of the widened precision in the Fisher metric (:func:`widened_precision`)
 WIDEN_FLOOR = 0.01
 _LOG_2PI = float(np.log(2.0 * np.pi))
@@ -314,8 +314,8 @@ def laplace_q(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, start: np.ndarray
         Fisher-scoring steps at most (0: ``q_L`` at ``start``).  Each step is
         ``Δ = P⁻¹ ∇ log p(Y, Z)``, halved up to :data:`MODE_HALVINGS` times until the joint
         density rises by :data:`MODE_TOL`; the search stops at the first step that does not.
-    curvature : {"widened", "fisher"}
-        The precision at the last point: ``"fisher"`` ``P``; ``"widened"`` (default) ``P``
+    curvature : {"fisher", "widened"}
+        The precision at the last point: ``"fisher"`` (default) ``P``; ``"widened"`` ``P``
         lowered to the observed information wherever that is smaller
         (:func:`widened_precision`).
 
@@ -332,7 +332,7 @@ def laplace_q(y: np.ndarray, x: np.ndarray, hyper: GPLVMHyper, start: np.ndarray
     if curvature not in CURVATURES:
         raise InvalidParameterError(
             f"curvature={curvature!r} must be one of {list(CURVATURES)} (the precision of "
-            "q_L: the Fisher information widened by the observed one, or the Fisher alone).")
+            "q_L: the Fisher information, or the Fisher widened by the observed one).")
     check_hyper(hyper)
     y = check_y(y)
     x = check_x(x, y.shape[0], hyper)

@@ -6,9 +6,9 @@ The model (Gadd, Wade, Shah & Grammatopoulos, §2): outputs ``Y`` (N × k_y) giv
 unit-magnitude kernel ``k_z`` (eq. 2); kernels in :mod:`.kernels`.  Hyperparameters
 ``ξ = (σ, θ_S, θ, β)`` get independent normal priors on ``η = log ξ`` (the paper states none;
 :data:`PRIOR_SD`), sampled by the pseudo-marginal chain of Algorithm 2 with ``Z`` integrated
-out by importance sampling (eq. 6) — by default from a Laplace Gaussian of ``Z`` (its Fisher
-curvature widened to the observed) from the variational ``q(Z)`` of §3, mixed over the latent
-space's rotations and reflections (decisions 128–131), with the estimator's normals carried
+out by importance sampling (eq. 6) — by default from a Fisher–Laplace Gaussian of ``Z``
+started at the variational ``q(Z)`` of §3 and mixed over the latent space's rotations and
+reflections (decisions 128–129), with the estimator's normals carried
 and moved by each proposal (correlated pseudo-marginal, :data:`CORRELATION`); ``Z`` is then
 sampled by elliptical slice sampling (Algorithm 3) for the predictions of §5 (:mod:`.sweep`).
 
@@ -92,11 +92,11 @@ CORRELATION = 0.99
 #: 128); 0 is the paper's ``q`` alone.  On §6.1's case 1 the mean of ``log p̃`` (Q = 64) rose
 #: by 5.5, 5.9, 5.9, 5.9 nats at K = 256, 1024, 4096, 16384 and its sd fell from 1.37 to 1.14
 ORBIT = 4096
-#: the importance distribution's base (:mod:`.sweep`): ``"widened"`` — a Gaussian on all of
-#: ``Z`` at the conditional mode, its Fisher curvature widened to the observed one where that
-#: is flatter (:mod:`.laplace`, decisions 129, 131); ``"laplace"`` — the Fisher curvature
-#: alone; ``"vb"`` — the paper's variational ``q`` (§3)
-IMPORTANCE = ("widened", "laplace", "vb")
+#: the importance distribution's base (:mod:`.sweep`): ``"laplace"`` — a Gaussian on all of
+#: ``Z`` with the posterior's Fisher curvature at the conditional mode (:mod:`.laplace`,
+#: decision 129); ``"widened"`` — its curvature lowered to the observed one where that is
+#: flatter (decision 131: no better at N = 351); ``"vb"`` — the paper's variational ``q`` (§3)
+IMPORTANCE = ("laplace", "widened", "vb")
 #: model.options of a configuration file (``from_config``)
 OPTION_KEYS = ("inputs", "outputs", "latent_dim", "n_inducing", "n_importance", "refit",
                "standardise", "prior_sd", "g0", "jitter", "correlation", "blocks", "start",
@@ -176,10 +176,10 @@ class SupervisedGPLVM:
         posterior of ``Z`` is nearly invariant under them and ``q`` covers one point of the
         orbit.  Even, or 0 for the paper's ``q`` alone.  The normals ``u`` are then
         (Q, k_z, N + 1).
-    importance : {"widened", "laplace", "vb"}
-        The Gaussian the estimate draws from (before the orbit mixture): ``"widened"`` (default)
-        ``q_L`` at the conditional mode of ``Z`` from the variational mean, its curvature
-        widened (:mod:`.laplace`); ``"laplace"`` its Fisher form; ``"vb"`` the paper's ``q``.
+    importance : {"laplace", "widened", "vb"}
+        The Gaussian the estimate draws from (before the orbit mixture): ``"laplace"`` (default)
+        the Fisher–Laplace ``q_L`` at the conditional mode of ``Z`` from the variational mean
+        (:mod:`.laplace`); ``"widened"`` its curvature widened; ``"vb"`` the paper's ``q``.
     """
 
     summary_names = ("z",)
@@ -225,8 +225,8 @@ class SupervisedGPLVM:
         self.orbit = int(orbit)
         if importance not in IMPORTANCE:
             raise InvalidParameterError(
-                f"importance={importance!r} must be one of {list(IMPORTANCE)}: the widened "
-                "Laplace Gaussian (default), its Fisher form or the paper's variational q.")
+                f"importance={importance!r} must be one of {list(IMPORTANCE)}: the Fisher–"
+                "Laplace Gaussian (default), its widened form or the paper's variational q.")
         self.importance = importance
         hyper0 = GPLVMHyper(np.ones(xa.shape[1] if xa.ndim == 2 else 1), 1.0, np.ones(kz), 1.0)
         # shapes, finiteness and k_z against the data, before any heavy work
@@ -562,7 +562,7 @@ class SupervisedGPLVM:
         ``latent_dim`` (2), ``n_inducing``, ``n_importance`` (64), ``refit`` ("proposal"),
         ``standardise`` (false), ``prior_sd`` (3.0), ``g0`` (200), ``jitter`` (1e-6),
         ``correlation`` (:data:`CORRELATION`), ``blocks`` ("joint"), ``start`` ("map"),
-        ``orbit`` (:data:`ORBIT`), ``importance`` ("widened").
+        ``orbit`` (:data:`ORBIT`), ``importance`` ("laplace").
         """
         import pandas as pd
 

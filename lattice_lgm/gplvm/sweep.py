@@ -282,9 +282,9 @@ def importance_q(model: Any, eta: np.ndarray, q: VBPosterior, importance: str | 
                  orbit: int | None = None) -> Any:
     """The importance distribution of eq. 6 at ``ξ = exp(η)`` built from the variational ``q``.
 
-    ``importance == "widened"``: the Laplace Gaussian from ``q``'s mean with its curvature
-    widened (:func:`~.laplace.laplace_q`, decisions 129, 131); ``"laplace"``: the same with
-    the Fisher curvature alone; ``"vb"``: ``q`` itself.  Then, with ``orbit``
+    ``importance == "laplace"``: the Fisher–Laplace Gaussian from ``q``'s mean
+    (:func:`~.laplace.laplace_q`, decision 129); ``"widened"``: the same with its curvature
+    widened to the observed (decision 131); ``"vb"``: ``q`` itself.  Then, with ``orbit``
     components, the orbit mixture around it (:class:`~.orbit.OrbitMixture`, decision 128).
     Both default to the model's settings (a diagnostic may ask for others).  A deterministic
     function of ``η`` and ``q``.

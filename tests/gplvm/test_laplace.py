@@ -214,8 +214,8 @@ def test_widened_precision_is_below_both_curvatures():
 
 def test_laplace_q_widened_and_fisher_share_the_mode():
     x, y, hyper, z = _problem(n=12)
-    q_f = laplace_q(y, x, hyper, z, JITTER, curvature="fisher")
-    q_w = laplace_q(y, x, hyper, z, JITTER)
+    q_f = laplace_q(y, x, hyper, z, JITTER)
+    q_w = laplace_q(y, x, hyper, z, JITTER, curvature="widened")
     assert np.array_equal(q_f.mu, q_w.mu)
     c = joint_curvature(y, x, hyper, q_f.mu, JITTER, observed=True)
     want = widened_precision(np.linalg.cholesky(c.precision), c.observed)

@@ -227,7 +227,7 @@ def test_a_resume_with_another_estimator_is_refused(model, tmp_path):
     distribution, orbit, ρ or Q differ is refused before any draw, naming the setting."""
     sample(model, store=tmp_path / "g.zarr", **dict(RUN, draws=2))
     x, y = _data()
-    for change in (dict(importance="vb"), dict(importance="laplace"), dict(orbit=16),
+    for change in (dict(importance="vb"), dict(importance="widened"), dict(orbit=16),
                    dict(correlation=0.9),
                    dict(n_importance=9)):
         kw = dict(latent_dim=2, n_importance=8, n_inducing=6, refit="always") | change
