@@ -113,12 +113,12 @@ QUICK = {"n": 10, "chains": 2, "iterations": 6, "burn": 3, "g0": 2, "n_importanc
 #: the rows of the convergence comparison: (tag, correlated, one joint block, orbit K,
 #: importance, ρ (None: ``cfg["correlation"]``), cases (None: all)) — the correlated chain
 #: with the variational q alone, with its orbit mixture (decision 128), the default (the
-#: Fisher–Laplace q_L in the orbit mixture, decision 129), on case 1 q_L's curvature widened
-#: to the observed (decision 131) and the default at ρ = 0.9
+#: Fisher–Laplace q_L in the orbit mixture, decision 129), q_L's curvature widened
+#: to the observed (decision 131) and, on case 1, the default at ρ = 0.9
 CONVERGE = (("cpm-joint", True, True, 0, "vb", None, None),
             ("orbit", True, True, ORBIT, "vb", None, None),
             ("default", True, True, ORBIT, "laplace", None, None),
-            ("widened", True, True, ORBIT, "widened", None, (1,)),
+            ("widened", True, True, ORBIT, "widened", None, None),
             ("rho-0.9", True, True, ORBIT, "laplace", 0.9, (1,)))
 
 
