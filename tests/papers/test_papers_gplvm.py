@@ -81,9 +81,14 @@ def test_quick_run_writes_every_row(quick):
         assert set(r["diagnostics"]) == {"sigma_1", "theta_s", "theta_1", "theta_2",
                                          "noise_precision"}
     assert res["ionosphere"]["n"] == G.QUICK["iono"]["n"]
+    # Ionosphere's independent reference: the data-augmentation chains on the same data
+    io_ref = res["ionosphere_reference"]
+    assert io_ref["chains"] == G.QUICK["iono_reference"]["chains"]
+    assert set(io_ref["summary"]) == set(res["ionosphere"]["diagnostics"])
     assert (quick / "gplvm.png").stat().st_size > 0
     md = (quick / "gplvm.md").read_text()
     assert "Table 1" in md and "agreement with a data-augmentation reference" in md
+    assert "Data-augmentation reference: 2 chains" in md
 
 
 def test_a_rerun_reads_the_cached_rows(quick):
