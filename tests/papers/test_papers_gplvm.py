@@ -141,3 +141,6 @@ def test_the_tails_diagnostic_runs_and_sees_the_orbit(tmp_path):
     assert means[1] - means[0] > 3.0 and means[2] - means[1] > 3.0, means
     assert means[3] > means[2] - 1.5, means
     assert "upper tail" in (tmp_path / "gplvm_tails.md").read_text()
+    # ten blocks per walk: a length that does not split is refused before any work
+    with pytest.raises(SystemExit):
+        tails.main(["--data", "ionosphere", "--steps", "15", "--out", str(tmp_path)])
