@@ -41,7 +41,10 @@ eq. 5.9).  Fisher information as the metric of a Gaussian model: Girolami & Cald
 "Riemann manifold Langevin and Hamiltonian Monte Carlo methods", *JRSS B* 73, 123–214, §5).
 
 **Tails.**  ``q_L`` is still Gaussian; the orbit mixture (:mod:`.orbit`) and its defensive
-half are built around it exactly as around the variational ``q``.
+half are built around it exactly as around the variational ``q``.  ``curvature="widened"``
+lowers ``P`` to the observed information wherever that is smaller (:func:`widened_precision`,
+decision 131): at N = 351 the Fisher information overstates the curvature up to 13× in a few
+directions.  It did not close the estimator's upper tail there, so it is not the default.
 """
 
 from __future__ import annotations
