@@ -107,8 +107,9 @@ def walk(model: Any, eta: np.ndarray, importance: str, orbit: int, steps: int, s
 
 
 def markdown(res: dict[str, Any]) -> str:
+    data = {"case1": "case 1", "ionosphere": "Ionosphere"}[res["data"]]
     lines = ["# The upper tail of the GPLVM's importance-sampling estimate "
-             f"({res['data']}, fixed ξ)",
+             f"({data}, fixed ξ)",
              "", f"ξ: {res['xi']}, log ξ {res['eta']}; Q = {res['q']}, ρ = "
              f"{res['rho']}, {res['steps']} steps per walk.", "",
              "| estimator | seed | fresh mean ± sd (max) | walk's log p̂, blocks 1 / 5 / 10 | "
