@@ -29,7 +29,8 @@ Issue 31.  Reproduces §6.1 (the sinusoidal data) and adds a real data set:
   ``FULL["iono"]`` is shorter than the paper's protocol, with ``g₀`` to match) — to show the
   model runs beyond toys and whether it converges there; R-hat and ESS of ``ξ`` and of the
   carried ``log p̂`` (the extended chain's state, :func:`extended_diagnostics`) and the
-  estimator's log-variance.
+  estimator's log-variance; beside it an independent data-augmentation reference on the
+  same data (``FULL["iono_reference"]``, :func:`reference_row` with ``case = 0``).
 
 * **Convergence** (cases ``FULL["converge_cases"]``): the library's default chain — the
   correlated pseudo-marginal move of the estimator's normals (``correlation = 0.99``,
@@ -38,8 +39,9 @@ Issue 31.  Reproduces §6.1 (the sinusoidal data) and adds a real data set:
   Fisher–Laplace ``q_L`` from the fit's mean (decision 129) in the orbit mixture (decision
   128) — with one Gibbs block of all ``ξ`` (the paper's two blocks split the strongly
   correlated ``θ_S`` and ``θ_j``); the same chain with the variational ``q`` alone (tag
-  ``cpm-joint``) and with its orbit mixture (tag ``orbit``); on case 1 the default at
-  ``ρ = 0.9`` (tag ``rho-0.9``); at the paper's sizes, chains over ``workers`` Dask
+  ``cpm-joint``), with its orbit mixture (tag ``orbit``) and with ``q_L`` widened to the
+  observed curvature (tag ``widened``, decision 131); on case 1 the default at ``ρ = 0.9``
+  (tag ``rho-0.9``); at the paper's sizes, chains over ``workers`` Dask
   processes; their Table 1 errors; and their agreement with an independent reference, a
   long data-augmentation Gibbs chain on ``(ξ, Z)`` (:mod:`gplvm_reference`):
   quantiles of ``log ξ`` side by side and
