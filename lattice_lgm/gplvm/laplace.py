@@ -160,12 +160,13 @@ def _curvature(y: np.ndarray, hyper: GPLVMHyper, z: np.ndarray, kz_inv: np.ndarr
     vpv = v_mat.T @ u_mat                                      # (j,a),(l,b)
     u3 = u_mat.reshape(n_pts, k_lat, n_pts)                    # U[m, j, a]
     # F = k_y (U[a,(l,b)] U[b,(j,a)] + C⁻¹_ab (VᵀU)_(j,a),(l,b)) (module docstring)
+    c_tile = np.tile(c_inv, (k_lat, k_lat))                   # C⁻¹_ab at ((j,a),(l,b))
     fisher = np.einsum("alb,bja->jalb", u3, u3).reshape(vpv.shape)
-    fisher += np.tile(c_inv, (k_lat, k_lat)) * vpv
+    fisher += c_tile * vpv
     fisher *= k_y
     obs = None
     if observed:
-        obs = _observed_info(alpha, c_inv, g_mat, k_f, diff, theta, v_mat, u_mat, vpv) - fisher
+        obs = _observed_info(alpha, c_tile, g_mat, k_f, diff, theta, v_mat, u_mat, vpv) - fisher
     prec = fisher
     for j in range(k_lat):
         block = slice(j * n_pts, (j + 1) * n_pts)
@@ -176,7 +177,7 @@ def _curvature(y: np.ndarray, hyper: GPLVMHyper, z: np.ndarray, kz_inv: np.ndarr
                      None if obs is None else 0.5 * (obs + obs.T))
 
 
-def _observed_info(alpha: np.ndarray, c_inv: np.ndarray, g_mat: np.ndarray, k_f: np.ndarray,
+def _observed_info(alpha: np.ndarray, c_tile: np.ndarray, g_mat: np.ndarray, k_f: np.ndarray,
                    diff: np.ndarray, theta: np.ndarray, v_mat: np.ndarray, u_mat: np.ndarray,
                    vpv: np.ndarray) -> np.ndarray:
     r"""``−∇² log p(Y | Z, ξ) + F``: the observed information plus ``F`` (the caller subtracts it).
@@ -190,16 +191,17 @@ def _observed_info(alpha: np.ndarray, c_inv: np.ndarray, g_mat: np.ndarray, k_f:
     ``s_ab^{jl} (e_a e_bᵀ + e_b e_aᵀ)`` with ``s_ab^{jl} = K_f[a,b] (θ_j δ_jl − θ_j θ_l
     d_j d_l)``, ``d = z_a − z_b``, and ``∂_{aj}∂_{al} C`` is ``−s_am^{jl}`` along row and
     column ``a`` (``m ≠ a``); hence ``tr(G ∂²C)``'s block ``(j, l)`` is
-    ``M − diag(M 1)`` with ``M = 2 G ∘ s^{jl}`` off its diagonal.
+    ``M − diag(M 1)`` with ``M = 2 G ∘ s^{jl}`` off its diagonal.  ``c_tile`` is ``C⁻¹``
+    tiled ``k_z × k_z`` (the Fisher term's, shared).
     """
-    n_pts = c_inv.shape[0]
+    n_pts = g_mat.shape[0]
     k_lat = diff.shape[2]
     atv = alpha.T @ v_mat                                      # (k_y, k_z N)
     ub3 = (alpha @ atv).reshape(n_pts, k_lat, n_pts)           # (ααᵀ v_aj)[m] at [m, j, a]
     ua3 = u_mat.reshape(n_pts, k_lat, n_pts)                   # (C⁻¹ v_aj)[m]
     first = (np.einsum("bja,alb->jalb", ua3, ub3)
              + np.einsum("alb,bja->jalb", ua3, ub3)).reshape(vpv.shape)
-    first += np.tile(c_inv, (k_lat, k_lat)) * (atv.T @ atv)
+    first += c_tile * (atv.T @ atv)
     first += np.tile(alpha @ alpha.T, (k_lat, k_lat)) * vpv
     for j in range(k_lat):
         for m in range(k_lat):

@@ -8,9 +8,9 @@ unit-magnitude kernel ``k_z`` (eq. 2); kernels in :mod:`.kernels`.  Hyperparamet
 :data:`PRIOR_SD`), sampled by the pseudo-marginal chain of Algorithm 2 with ``Z`` integrated
 out by importance sampling (eq. 6) — by default from a Fisher–Laplace Gaussian of ``Z``
 started at the variational ``q(Z)`` of §3 and mixed over the latent space's rotations and
-reflections (decisions 128–129), with the estimator's normals carried
-and moved by each proposal (correlated pseudo-marginal, :data:`CORRELATION`); ``Z`` is then
-sampled by elliptical slice sampling (Algorithm 3) for the predictions of §5 (:mod:`.sweep`).
+reflections (decisions 128–129), with the estimator's normals carried and moved by each
+proposal (correlated pseudo-marginal, :data:`CORRELATION`); ``Z`` is then sampled by
+elliptical slice sampling (Algorithm 3) for the predictions of §5 (:mod:`.sweep`).
 
 :class:`SupervisedGPLVM` implements the run protocol (:class:`lattice_lgm._runview.RunView`)
 itself, as the GP classifier does, so ``sample(SupervisedGPLVM(x, y))``, ``resume``,
